@@ -1,0 +1,197 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model import GPT, QUERY_MODES, GPTConfig, KVCache
+
+TINY = dict(block_size=32, vocab_size=67, n_layer=2, n_head=4, n_embd=32)
+VARIANTS = [  # (pos_embedding, n_kv_head): learned and rotary positions, full and grouped K/V heads
+    ("learned", None), ("rotary", None), ("learned", 2), ("rotary", 1),
+]
+
+
+def tiny(query_mode="linear", seed=0, **kw):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(**{**TINY, "query_mode": query_mode, **kw})).eval()
+
+
+@pytest.mark.parametrize("mode,expected", [
+    ("linear", 84_953_856), ("residual_gelu", 84_972_288), ("wide_mlp", 95_570_688),
+    ("identity", 77_875_968), ("residual", 84_953_856),
+])
+def test_gpt2_small_non_embedding_params_match_the_paper(mode, expected):
+    with torch.device("meta"):
+        model = GPT(GPTConfig(query_mode=mode))
+    assert model.num_params() == expected
+
+
+def test_untied_head_counts_as_non_embedding():
+    tied, untied = tiny(), tiny(tie_embeddings=False)
+    assert untied.num_params() - tied.num_params() == TINY["vocab_size"] * TINY["n_embd"]
+    assert untied.lm_head.weight.data_ptr() != untied.transformer.wte.weight.data_ptr()
+
+
+def test_default_attention_scale_per_mode_and_override():
+    hd = TINY["n_embd"] // TINY["n_head"]
+    for mode in QUERY_MODES:
+        half = mode in ("identity", "residual", "residual_gelu")
+        assert GPTConfig(**TINY, query_mode=mode).scale == pytest.approx((0.5 if half else 1.0) / math.sqrt(hd))
+    assert GPTConfig(**TINY, query_mode="identity", attn_scale=0.3).scale == 0.3
+
+
+def test_mlp_width_knob():
+    assert GPTConfig(n_embd=768, query_mode="wide_mlp").mlp_hidden == 3648
+    assert GPTConfig(n_embd=768, mlp_ratio=4.5).mlp_hidden == 3456
+    assert GPTConfig(n_embd=768, query_mode="wide_mlp", mlp_ratio=5).mlp_hidden == 3840
+
+
+def test_residual_gelu_query_equals_independent_computation():
+    model = tiny("residual_gelu")
+    attn = model.transformer.h[0].attn
+    with torch.no_grad():  # non-trivial norm weights so a missing norm weight cannot go unnoticed
+        attn.query.rms.weight.uniform_(0.5, 1.5)
+        attn.query.ln.weight.uniform_(0.5, 1.5)
+    x = torch.randn(2, 7, TINY["n_embd"])
+    eps, nh, hd = 1e-5, TINY["n_head"], TINY["n_embd"] // TINY["n_head"]
+
+    r = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * attn.query.rms.weight
+    h = r @ attn.query.w1.weight.T
+    h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
+    f = h @ attn.query.w2.weight.T
+    f = (f - f.mean(-1, keepdim=True)) / torch.sqrt(f.var(-1, unbiased=False, keepdim=True) + eps)
+    f = f * attn.query.ln.weight
+    q = (x + f) / 2  # the paper's form; the scale below is then the ordinary 1/sqrt(hd)
+    k, v = (x @ attn.c_attn.weight.T).split(TINY["n_embd"], dim=-1)
+    heads = lambda t: t.view(2, 7, nh, hd).transpose(1, 2)  # noqa: E731
+    s = heads(q) @ heads(k).transpose(-1, -2) / math.sqrt(hd)
+    s = s.masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
+    y = (s.softmax(-1) @ heads(v)).transpose(1, 2).reshape(2, 7, -1) @ attn.c_proj.weight.T
+
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x), y, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", QUERY_MODES)
+@pytest.mark.parametrize("pos,kv", VARIANTS)
+def test_causality(mode, pos, kv):
+    model = tiny(mode, pos_embedding=pos, n_kv_head=kv)
+    idx = torch.randint(0, TINY["vocab_size"], (2, 20))
+    changed = idx.clone()
+    changed[:, 12:] = (changed[:, 12:] + 1) % TINY["vocab_size"]
+    with torch.no_grad():
+        a, _ = model(idx)
+        b, _ = model(changed)
+    torch.testing.assert_close(a[:, :12], b[:, :12], atol=0, rtol=0)
+    assert not torch.allclose(a[:, 12:], b[:, 12:])
+
+
+def test_same_seed_same_init_other_seed_other_init():
+    a, b, c = tiny("residual_gelu", seed=1), tiny("residual_gelu", seed=1), tiny("residual_gelu", seed=2)
+    for (name, p), q, r in zip(a.named_parameters(), b.parameters(), c.parameters()):
+        assert torch.equal(p, q), name
+    assert not torch.equal(a.transformer.h[0].attn.query.w1.weight, c.transformer.h[0].attn.query.w1.weight)
+
+
+def test_query_mlp_init_and_gradients():
+    model = tiny("residual_gelu", n_embd=256, n_head=4).train()
+    w1 = model.transformer.h[0].attn.query.w1.weight
+    assert w1.std().item() == pytest.approx(0.02, rel=0.1)
+    idx = torch.randint(0, TINY["vocab_size"], (2, 16))
+    _, loss = model(idx, idx)
+    loss.backward()
+    for block in model.transformer.h:
+        for p in (block.attn.query.w1.weight, block.attn.query.w2.weight, block.attn.query.rms.weight):
+            assert p.grad is not None and p.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("mode", QUERY_MODES)
+@pytest.mark.parametrize("pos,kv", VARIANTS)
+def test_kv_cache_matches_recomputation(mode, pos, kv):
+    model = tiny(mode, pos_embedding=pos, n_kv_head=kv)
+    prompt = torch.randint(0, TINY["vocab_size"], (2, 5))
+    # 40 new tokens run past block_size=32, so the cache's refill path is exercised too.
+    with_cache = model.generate(prompt, 40, temperature=0, use_cache=True)
+    without = model.generate(prompt, 40, temperature=0, use_cache=False)
+    assert torch.equal(with_cache, without)
+
+    seq = with_cache[:, :TINY["block_size"]]
+    full, _ = model(seq)
+    cache = KVCache(model.config, 2)
+    model(seq[:, :9], cache=cache)  # prefill, then one token at a time, then a 3-token chunk
+    steps = [model(seq[:, t:t + 1], cache=cache)[0] for t in range(9, 20)]
+    steps.append(model(seq[:, 20:23], cache=cache)[0])
+    torch.testing.assert_close(torch.cat(steps, dim=1), full[:, 9:23], atol=1e-4, rtol=0)
+
+
+def test_nonlinear_queries_add_nothing_to_the_cache():
+    sizes = {m: KVCache(tiny(m).config, 3).nbytes for m in QUERY_MODES}
+    assert len(set(sizes.values())) == 1
+    assert KVCache(tiny(n_kv_head=1).config, 3).nbytes * 4 == sizes["linear"]
+
+
+def test_sampling_is_deterministic_for_a_generator_seed():
+    model = tiny("residual_gelu")
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    runs = [model.generate(prompt, 20, temperature=1.0, top_k=10, generator=torch.Generator().manual_seed(3))
+            for _ in range(2)]
+    assert torch.equal(*runs)
+
+
+def test_flops_per_token_hand_count():
+    d, L, V, T, r = 32, 2, 67, 32, 16
+    per_layer = {
+        "linear": 3 * d * d + d * d + 8 * d * d,
+        "identity": 2 * d * d + d * d + 8 * d * d,
+        "residual_gelu": 2 * d * d + 2 * d * r + d * d + 8 * d * d,
+        "wide_mlp": 3 * d * d + d * d + 2 * d * int(4.75 * d),
+    }
+    for mode, weights in per_layer.items():
+        forward = 2 * (L * weights + d * V) + 4 * L * T * d
+        assert tiny(mode).flops_per_token(T) == 3 * forward
+        assert tiny(mode).flops_per_token(T, training=False) == forward
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(query_mode="quadratic"), "query_mode='quadratic'"),
+    (dict(n_embd=30), "n_embd=30"),
+    (dict(n_kv_head=3), "n_kv_head=3"),
+    (dict(pos_embedding="alibi"), "pos_embedding='alibi'"),
+])
+def test_bad_config_names_field_value_and_allowed(kw, field):
+    with pytest.raises(ValueError, match=field.replace("(", r"\(")) as err:
+        GPTConfig(**{**TINY, **kw})
+    assert "use one of" in str(err.value) or "divisible" in str(err.value) or "divisor" in str(err.value)
+
+
+def test_sequence_longer_than_block_size():
+    with pytest.raises(ValueError, match="exceeds block_size=32"):
+        tiny()(torch.zeros(1, 33, dtype=torch.long))
+
+
+def test_hf_gpt2_parity(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=48, vocab_size=101)
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(hf_config).eval()
+    hf.save_pretrained(tmp_path)
+    ours = GPT.from_pretrained(str(tmp_path)).eval()
+    idx = torch.randint(0, 101, (2, 48))
+    with torch.no_grad():
+        expected = hf(idx).logits
+        got, _ = ours(idx)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="linear-query only"):
+        GPT.from_pretrained(str(tmp_path), query_mode="identity")
+
+
+def test_compile_smoke():
+    model = tiny("residual_gelu", pos_embedding="rotary", n_kv_head=2).train()
+    idx = torch.randint(0, TINY["vocab_size"], (2, 16))
+    eager_loss = model(idx, idx)[1]
+    compiled = torch.compile(model)
+    loss = compiled(idx, idx)[1]
+    loss.backward()
+    torch.testing.assert_close(loss, eager_loss, atol=1e-5, rtol=1e-5)
+    assert model.transformer.h[0].attn.query.w2.weight.grad is not None
