@@ -1,0 +1,109 @@
+"""OpenWebText (or any text corpus) in GPT-2 BPE: train.bin / val.bin + meta.json.
+
+python data/openwebtext/prepare.py --num_proc 16                      # the hub's OpenWebText
+python data/openwebtext/prepare.py --dataset corpus.jsonl --text_field body --out_dir data/mine
+
+Each document becomes encode_ordinary(text) + [EOT 50256]. Without a validation split in the source,
+0.0005 of the documents are held out with seed 2357 (nanoGPT's split). Tokenised documents live in the
+datasets cache on disk and are streamed into the output file, so memory does not grow with the corpus.
+Current `datasets` releases no longer run loading scripts; a hub dataset that has one is read from the
+hub's parquet conversion instead.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
+
+from dataset import DataError, write_dataset  # noqa: E402
+from tokenizer import EOT, gpt2_encoding  # noqa: E402
+
+LOCAL_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
+VAL_SPLIT_NAMES = ("validation", "val", "test")
+
+
+def load_source(name: str, num_proc: int):
+    import datasets
+
+    path = Path(name)
+    if path.exists():
+        files = sorted(str(p) for p in path.iterdir()) if path.is_dir() else [str(path)]
+        suffixes = {Path(f).suffix for f in files}
+        if len(suffixes) != 1 or (suffix := suffixes.pop()) not in LOCAL_BUILDERS:
+            raise DataError(f"--dataset {name}: expected files of one type among {', '.join(LOCAL_BUILDERS)}")
+        kw = {"sample_by": "document"} if suffix == ".txt" else {}  # one document per text file
+        return datasets.load_dataset(LOCAL_BUILDERS[suffix], data_files=files, num_proc=num_proc, **kw)
+    try:
+        return datasets.load_dataset(name, num_proc=num_proc)
+    except Exception as e:  # a loading script, or another format the library no longer reads
+        print(f"load_dataset({name!r}) failed ({str(e).splitlines()[0]}); trying its parquet conversion",
+              file=sys.stderr)
+        return datasets.load_dataset(name, revision="refs/convert/parquet", num_proc=num_proc)
+
+
+def split(ds, val_size: float, seed: int):
+    """{'train': ..., 'val': ...}: the source's own validation split if it has one, else a held-out part."""
+    val_name = next((n for n in VAL_SPLIT_NAMES if n in ds), None)
+    if "train" in ds and val_name:
+        return {"train": ds["train"], "val": ds[val_name]}
+    parts = ds["train"].train_test_split(test_size=val_size, seed=seed, shuffle=True)
+    return {"train": parts["train"], "val": parts["test"]}
+
+
+def tokenize(batch, text_field):
+    enc = gpt2_encoding()
+    ids = [ids + [EOT] for ids in enc.encode_ordinary_batch(batch[text_field], num_threads=1)]
+    return {"ids": ids, "len": [len(x) for x in ids]}
+
+
+def stream_tokens(ds, batch_size=1024):
+    """Flat token ids in chunks of batch_size documents, read from the on-disk arrow cache."""
+    for table in ds.with_format("arrow").iter(batch_size=batch_size):
+        yield table.column("ids").combine_chunks().flatten().to_numpy()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="Skylion007/openwebtext", help="hub name, or a local file/directory")
+    p.add_argument("--text_field", default="text")
+    p.add_argument("--out_dir", default=str(HERE))
+    p.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    p.add_argument("--val_size", type=float, default=0.0005)
+    p.add_argument("--seed", type=int, default=2357)
+    p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
+    args = p.parse_args(argv)
+    try:
+        finals = [Path(args.out_dir) / f for f in ("train.bin", "val.bin", "meta.json")]
+        if any(f.exists() for f in finals) and not args.force:  # fail before hours of work, not after
+            raise DataError(f"{args.out_dir} already holds a dataset: pass --force to overwrite")
+        import datasets
+
+        ds = load_source(args.dataset, args.num_proc)
+        columns = ds["train"].column_names
+        if args.text_field not in columns:
+            raise DataError(f"--text_field {args.text_field!r} is not a column of {args.dataset}: "
+                            f"columns are {columns}")
+        features = datasets.Features({"ids": datasets.Sequence(datasets.Value("uint16")),
+                                      "len": datasets.Value("int64")})
+        parts = {
+            name: d.map(tokenize, batched=True, fn_kwargs={"text_field": args.text_field},
+                        remove_columns=d.column_names, features=features, num_proc=args.num_proc,
+                        desc=f"tokenizing {name}")
+            for name, d in split(ds, args.val_size, args.seed).items()
+        }
+        meta = write_dataset(args.out_dir, {n: stream_tokens(d) for n, d in parts.items()},
+                             {"tokenizer": "gpt2", "vocab_size": gpt2_encoding().n_vocab,
+                              "source": args.dataset, "text_field": args.text_field,
+                              "documents": {n: len(d) for n, d in parts.items()}}, force=args.force)
+    except DataError as e:
+        sys.exit(f"error: {e}")
+    print(f"train {meta['tokens']['train']:,} tokens, val {meta['tokens']['val']:,} tokens -> {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Batch order: the windows of every optimizer step are a pure function of (data seed, step).
+
+Nothing here shares a random state with model initialisation or with the process, so every query
+mode, model seed, parameter count, world size and resume point sees the same tokens at the same step.
+A step's global batch has batch_size * grad_accum rows; with W ranks each doing grad_accum / W micro-
+steps, rank r's micro-step m reads rows [(r * grad_accum / W + m) * batch_size, ... + batch_size).
+"""
+
+import hashlib
+
+import numpy as np
+import torch
+
+# Spawn keys of numpy SeedSequences derived from the data seed: independent streams per use.
+TRAIN_KEY, VAL_KEY, TRAIN_EVAL_KEY, EPOCH_KEY = 0, 1, 2, 3
+SAMPLINGS = ("random", "permutation")
+
+
+def _rng(seed: int, *key: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
+
+
+def windows(tokens: np.ndarray, offsets: np.ndarray, block_size: int):
+    """Inputs and next-token targets (int64 tensors) for windows starting at offsets."""
+    rows = np.asarray(tokens[offsets[:, None] + np.arange(block_size + 1)], dtype=np.int64)
+    rows = torch.from_numpy(rows)
+    return rows[:, :-1], rows[:, 1:]
+
+
+def fixed_offsets(n_tokens: int, block_size: int, count: int, seed: int, key: int) -> np.ndarray:
+    """count window offsets drawn once from the seed: the same set at every evaluation and for every model."""
+    return _rng(seed, key).integers(0, n_tokens - block_size, size=count)
+
+
+class TrainBatches:
+    """The training windows of every step. sampling='random' draws offsets uniformly (the paper's
+    method); 'permutation' visits non-overlapping windows in a fresh random order each epoch."""
+
+    def __init__(self, tokens, block_size: int, batch_size: int, grad_accum: int, seed: int,
+                 sampling: str = "random"):
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling={sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
+        self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
+        self.grad_accum, self.seed, self.sampling = grad_accum, seed, sampling
+        self.rows = batch_size * grad_accum
+        self.n_windows = (len(tokens) - 1) // block_size
+        self._perms = {}
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if epoch not in self._perms:
+            if len(self._perms) >= 2:  # a step's rows span at most two epochs
+                self._perms.pop(min(self._perms))
+            self._perms[epoch] = _rng(self.seed, EPOCH_KEY, epoch).permutation(self.n_windows)
+        return self._perms[epoch]
+
+    def offsets(self, step: int) -> np.ndarray:
+        """Start offsets of all rows of step's global batch."""
+        if self.sampling == "random":
+            return _rng(self.seed, TRAIN_KEY, step).integers(0, len(self.tokens) - self.block_size, size=self.rows)
+        k = step * self.rows + np.arange(self.rows)
+        epoch, index = np.divmod(k, self.n_windows)
+        out = np.empty(self.rows, dtype=np.int64)
+        for e in np.unique(epoch):
+            sel = epoch == e
+            out[sel] = self._permutation(int(e))[index[sel]] * self.block_size
+        return out
+
+    def get(self, step: int, micro: int, rank: int = 0, world_size: int = 1):
+        local_accum = self.grad_accum // world_size
+        start = (rank * local_accum + micro) * self.batch_size
+        return windows(self.tokens, self.offsets(step)[start:start + self.batch_size], self.block_size)
+
+    def fingerprint(self, step: int) -> str:
+        """A short hash of the token ids of step's whole global batch, for logs that prove identical data."""
+        idx = self.offsets(step)[:, None] + np.arange(self.block_size + 1)
+        return hashlib.blake2b(np.ascontiguousarray(self.tokens[idx]).tobytes(), digest_size=8).hexdigest()

