@@ -24,7 +24,7 @@ def windows(tokens: np.ndarray, offsets: np.ndarray, block_size: int):
     """Inputs and next-token targets (int64 tensors) for windows starting at offsets."""
     rows = np.asarray(tokens[offsets[:, None] + np.arange(block_size + 1)], dtype=np.int64)
     rows = torch.from_numpy(rows)
-    return rows[:, :-1], rows[:, 1:]
+    return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
 
 
 def fixed_offsets(n_tokens: int, block_size: int, count: int, seed: int, key: int) -> np.ndarray:

@@ -1,0 +1,43 @@
+"""Peak throughput of the device in use, for model FLOPs utilisation (MFU).
+
+GPU peaks are dense (no sparsity) tensor-core figures from the vendors' data sheets, in bf16/fp16; in
+float32 the tensor cores run TF32 at half that. Unknown GPUs report no MFU rather than a wrong one. A
+CPU has no data-sheet figure here: its peak is configured, or measured as the best float32 matmul rate.
+"""
+
+import time
+
+import torch
+
+GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more specific names first
+    ("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("GH200", 989e12), ("B200", 2250e12),
+    ("A100", 312e12), ("A10G", 70e12), ("L40S", 362e12), ("L4", 121e12), ("RTX 4090", 165e12),
+    ("RTX 3090", 71e12), ("V100", 125e12), ("A6000", 155e12),
+]
+
+
+def measure_cpu_flops(n: int = 1024, seconds: float = 0.5) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best = 0.0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        a @ b
+        best = max(best, 2 * n**3 / (time.perf_counter() - t))
+    return best
+
+
+def peak_flops(device: str, dtype: torch.dtype, cpu_peak: float | None = None):
+    """(FLOP/s or None, a description of where the figure comes from)."""
+    if device.startswith("cuda"):
+        name = torch.cuda.get_device_name(device)
+        for key, peak in GPU_PEAK_BF16:
+            if key in name:
+                scale = 0.5 if dtype == torch.float32 else 1.0
+                return peak * scale, f"{name} data sheet"
+        return None, f"{name} is not in hardware.GPU_PEAK_BF16: MFU not reported"
+    if device == "cpu":
+        if cpu_peak:
+            return cpu_peak, "configured cpu_peak_flops"
+        return measure_cpu_flops(), "measured float32 matmul peak"
+    return None, f"no peak known for {device}: MFU not reported"

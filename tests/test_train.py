@@ -1,0 +1,212 @@
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import checkpoint
+import train
+from configurator import ConfigError, parse
+from model import GPTConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("shakespeare_char")
+    subprocess.run([sys.executable, ROOT / "data/shakespeare_char/prepare.py", "--input", SHAKESPEARE,
+                    "--out_dir", out], check=True, capture_output=True)
+    return out
+
+
+def tiny_args(data_dir, out_dir, **overrides):
+    args = dict(dataset=data_dir, out_dir=out_dir, n_layer=2, n_head=2, n_embd=32, block_size=32, vocab_size=65,
+                batch_size=4, gradient_accumulation_steps=4, max_iters=8, lr_decay_iters=8, eval_interval=4,
+                eval_iters=2, warmup_iters=2, learning_rate=1e-3, device="cpu", compile=False, cpu_peak_flops=1e11)
+    args.update(overrides)
+    return [f"--{k}={v}" for k, v in args.items()]
+
+
+def records(out_dir, key):
+    lines = (Path(out_dir) / "metrics.jsonl").read_text().splitlines()
+    return {r["step"]: r for r in map(json.loads, lines) if key in r}
+
+
+def error_of(argv):
+    with pytest.raises(SystemExit) as e:
+        train.main([str(a) for a in argv])
+    message = str(e.value.code)
+    assert message.startswith("error: ") and "\n" not in message
+    return message
+
+
+def sha(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(data_dir, tmp_path):
+    common = dict(query_mode="residual_gelu", dropout=0.1)
+    train.main(tiny_args(data_dir, tmp_path / "full", **common))
+    train.main(tiny_args(data_dir, tmp_path / "split", max_iters=4, **common))
+    train.main(tiny_args(data_dir, tmp_path / "split", init_from="resume", **common))
+
+    full, split = records(tmp_path / "full", "loss"), records(tmp_path / "split", "loss")
+    assert sorted(full) == sorted(split) == list(range(8))
+    assert [full[s]["loss"] for s in range(8)] == [split[s]["loss"] for s in range(8)]
+    assert [full[s]["fingerprint"] for s in range(8)] == [split[s]["fingerprint"] for s in range(8)]
+    assert records(tmp_path / "full", "val_loss") == records(tmp_path / "split", "val_loss")
+    a, b = (checkpoint.load(tmp_path / d / "ckpt.pt")["model"] for d in ("full", "split"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_every_query_mode_sees_the_same_batches(data_dir, tmp_path):
+    prints = []
+    for mode, seed in (("linear", 1), ("identity", 2), ("wide_mlp", 3)):
+        train.main(tiny_args(data_dir, tmp_path / mode, query_mode=mode, seed=seed, max_iters=3))
+        prints.append([r["fingerprint"] for r in records(tmp_path / mode, "loss").values()])
+    assert prints[0] == prints[1] == prints[2] and len(set(prints[0])) == 3
+
+
+def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py")]
+    r = subprocess.run(cmd + tiny_args(data_dir, tmp_path / "ddp", max_iters=4), env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    train.main(tiny_args(data_dir, tmp_path / "one", max_iters=4))
+    ddp, one = records(tmp_path / "ddp", "loss"), records(tmp_path / "one", "loss")
+    assert [r["fingerprint"] for r in ddp.values()] == [r["fingerprint"] for r in one.values()]
+    for s in one:
+        assert ddp[s]["loss"] == pytest.approx(one[s]["loss"], abs=1e-5)
+    assert records(tmp_path / "ddp", "val_loss")[4]["val_loss"] == pytest.approx(
+        records(tmp_path / "one", "val_loss")[4]["val_loss"], abs=1e-5)
+
+
+def test_sigkill_during_checkpoint_writes_never_leaves_an_unloadable_checkpoint(tmp_path):
+    writer = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(ROOT)!r})
+        import checkpoint
+        path = {str(tmp_path / "ckpt.pt")!r}
+        big = torch.zeros(4_000_000)
+        checkpoint.save({{"model": {{"w": big}}, "model_args": {{}}, "version": 0}}, path)
+        print("ready", flush=True)
+        v = 0
+        while True:
+            v += 1
+            checkpoint.save({{"model": {{"w": big + v}}, "model_args": {{}}, "version": v}}, path)
+    """)
+    rng = random.Random(0)
+    for _ in range(4):
+        p = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.05, 0.6))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        ckpt = checkpoint.load(tmp_path / "ckpt.pt")
+        assert torch.all(ckpt["model"]["w"] == ckpt["version"])
+
+
+def test_quick_start_config_runs_and_learns(data_dir, tmp_path):
+    cmd = [sys.executable, str(ROOT / "train.py"), str(ROOT / "config/shakespeare_char.py"), f"--dataset={data_dir}",
+           f"--out_dir={tmp_path}", "--max_iters=60", "--eval_interval=60", "--eval_iters=4", "--log_interval=20"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    val = records(tmp_path, "val_loss")
+    assert val[60]["val_loss"] < val[0]["val_loss"] - 0.5  # from ~ln(65) = 4.17 toward character statistics
+    assert "mfu" in r.stdout and "eta" in r.stdout
+    assert json.loads((tmp_path / "config.json").read_text())["n_layer"] == 4
+
+
+def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir, tmp_path):
+    train.main(tiny_args(data_dir, tmp_path, max_iters=4))
+    before = sha(tmp_path / "ckpt.pt")
+    message = error_of(tiny_args(data_dir, tmp_path, init_from="resume", learning_rate=1e30, warmup_iters=0,
+                                 grad_clip=0.0, max_iters=100, eval_interval=1000))
+    assert "non-finite" in message and "at step" in message
+    step = int(message.split("at step ")[1].split(":")[0])
+    assert step > 4
+    assert sha(tmp_path / "ckpt.pt") == before
+    assert max(records(tmp_path, "loss")) == step - 1  # the bad step was never taken nor logged
+
+
+def test_compile_smoke_run(data_dir, tmp_path):
+    train.main(tiny_args(data_dir, tmp_path, compile=True, max_iters=2, eval_interval=2, query_mode="residual_gelu"))
+    ckpt = checkpoint.load(tmp_path / "ckpt.pt")
+    assert not any(k.startswith(("_orig_mod.", "module.")) for k in ckpt["model"])
+    assert ckpt["iter_num"] == 2
+
+
+def test_named_checkpoints_and_checkpoint_contents(data_dir, tmp_path):
+    train.main(tiny_args(data_dir, tmp_path, keep_checkpoints=(3, 4), max_iters=5))
+    assert sorted(p.name for p in tmp_path.glob("ckpt*.pt")) == ["ckpt.pt", "ckpt_000003.pt", "ckpt_000004.pt"]
+    ckpt = checkpoint.load(tmp_path / "ckpt_000003.pt")
+    assert ckpt["iter_num"] == 3 and {"optimizer", "scaler", "config", "model_args"} <= set(ckpt)
+
+
+def test_lr_schedule():
+    cfg = train.TrainConfig(learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110, max_iters=200)
+    lrs = [train.lr_at(i, cfg) for i in range(200)]
+    assert lrs[0] == pytest.approx(1 / 11) and lrs[9] == pytest.approx(10 / 11)
+    assert lrs[10] == pytest.approx(1.0) and lrs[60] == pytest.approx(0.55) and lrs[110] == pytest.approx(0.1)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[199] == 0.1
+
+
+def test_weight_decay_only_on_matrices():
+    model = train.GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=2, n_embd=8,
+                                query_mode="residual_gelu", bias=True))
+    opt = train.make_optimizer(model, train.TrainConfig(weight_decay=0.5), "cpu")
+    decayed, plain = opt.param_groups
+    assert decayed["weight_decay"] == 0.5 and all(p.dim() >= 2 for p in decayed["params"])
+    assert plain["weight_decay"] == 0.0 and all(p.dim() < 2 for p in plain["params"])
+    w1 = model.transformer.h[0].attn.query.w1.weight
+    assert any(p is w1 for p in decayed["params"])
+
+
+def test_config_parsing(tmp_path):
+    conf = tmp_path / "c.py"
+    conf.write_text("import math\nquery_mode = 'identity'\nweight_decay = 2**-5\nkeep_checkpoints = [5, 10]\n")
+    cfg, model_cfg = parse([str(conf), "--batch_size=3", "--out_dir=123", "--learning_rate=1"],
+                           train.TrainConfig, GPTConfig)
+    assert (model_cfg.query_mode, cfg.weight_decay, cfg.keep_checkpoints) == ("identity", 2**-5, (5, 10))
+    assert (cfg.batch_size, cfg.out_dir, cfg.learning_rate) == (3, "123", 1.0)
+    with pytest.raises(ConfigError, match="did you mean learning_rate"):
+        parse(["--lerning_rate=1"], train.TrainConfig, GPTConfig)
+    with pytest.raises(ConfigError, match="batch_size='big'.*not of type int"):
+        parse(["--batch_size=big"], train.TrainConfig, GPTConfig)
+    with pytest.raises(ConfigError, match="compile=1 .*bool"):
+        parse(["--compile=1"], train.TrainConfig, GPTConfig)
+    with pytest.raises(ConfigError, match="query_mode='cubic'"):
+        parse(["--query_mode=cubic"], train.TrainConfig, GPTConfig)
+
+
+def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path):
+    assert "data/nope/meta.json not found: run" in error_of(["--dataset=nope", f"--out_dir={tmp_path}"])
+    assert "did you mean" in error_of(tiny_args(data_dir, tmp_path, n_layers=2))
+    assert "init_from='gtp2'" in error_of(tiny_args(data_dir, tmp_path, init_from="gtp2"))
+    assert "vocab_size=65" in error_of(tiny_args(data_dir, tmp_path, vocab_size=50))
+    assert "fewer than block_size" in error_of(tiny_args(data_dir, tmp_path, block_size=200_000))
+
+    train.main(tiny_args(data_dir, tmp_path, max_iters=4))
+    saved = {p.name: sha(p) for p in tmp_path.iterdir()}
+    assert "--init_from=resume" in error_of(tiny_args(data_dir, tmp_path))  # a new run would overwrite it
+    mismatch = error_of(tiny_args(data_dir, tmp_path, init_from="resume", n_embd=64, query_mode="identity"))
+    assert "n_embd (checkpoint 32, config 64)" in mismatch and "query_mode" in mismatch
+    assert "data_seed" in error_of(tiny_args(data_dir, tmp_path, init_from="resume", data_seed=5))
+    assert {p.name: sha(p) for p in tmp_path.iterdir()} == saved
+
+    data = (tmp_path / "ckpt.pt").read_bytes()
+    (tmp_path / "ckpt.pt").write_bytes(data[: len(data) // 2])
+    assert "cannot be read" in error_of(tiny_args(data_dir, tmp_path, init_from="resume"))
+    assert len((tmp_path / "ckpt.pt").read_bytes()) == len(data) // 2
+    assert "not found" in error_of(tiny_args(data_dir, tmp_path / "empty", init_from="resume"))
