@@ -35,7 +35,7 @@ def save(obj: dict, path) -> None:
 def load(path, required=("model", "model_args")) -> dict:
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"{path} not found: train a model into that out_dir first, or set init_from=scratch")
+        raise CheckpointError(f"{path} not found: no run has saved a checkpoint there (check out_dir, or train first)")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
@@ -56,3 +56,16 @@ def clean_state_dict(state: dict) -> dict:
                 k = k[len(p):]
         out[k] = v
     return out
+
+
+def load_model(path):
+    """(GPT, checkpoint dict) from a training checkpoint."""
+    from model import GPT, GPTConfig
+
+    ckpt = load(path)
+    try:
+        model = GPT(GPTConfig(**ckpt["model_args"]))
+        model.load_state_dict(clean_state_dict(ckpt["model"]))
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{path} does not match this version's model ({str(e).splitlines()[0]})") from None
+    return model, ckpt

@@ -16,6 +16,25 @@ GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more spe
 ]
 
 
+def resolve_device(name: str) -> str:
+    """'auto' is the first GPU if there is one, else the CPU."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def resolve_dtype(name: str, device_type: str) -> torch.dtype:
+    """'auto' is bf16 on GPUs that have it, else fp16 (with a gradient scaler); float32 on CPUs, since those
+    without native bf16 run bf16 autocast slower than float32."""
+    if name == "auto":
+        if device_type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if name not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype={name!r} is invalid: use auto, float32, bfloat16 or float16")
+    return getattr(torch, name)
+
+
 def measure_cpu_flops(n: int = 1024, seconds: float = 0.5) -> float:
     a, b = torch.randn(n, n), torch.randn(n, n)
     best = 0.0

@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import checkpoint
 from configurator import ConfigError, parse
 from dataset import DataError, load_meta, open_split
-from hardware import peak_flops
+from hardware import peak_flops, resolve_device, resolve_dtype
 from loader import TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
 from model import GPT, GPTConfig
 
@@ -104,16 +104,6 @@ def make_optimizer(model: GPT, cfg: TrainConfig, device_type: str):
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), fused=fused)
 
 
-def resolve_dtype(name: str, device_type: str) -> torch.dtype:
-    if name == "auto":
-        if device_type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32  # CPUs without native bf16 run bf16 autocast slower than float32
-    if name not in ("float32", "bfloat16", "float16"):
-        raise ConfigError(f"dtype={name!r} is invalid: use auto, float32, bfloat16 or float16")
-    return getattr(torch, name)
-
-
 @torch.no_grad()
 def evaluate(model, tokens, offsets, cfg, block_size, device, ctx, rank, world_size):
     """Mean loss over the fixed windows; ranks split the windows and sum."""
@@ -164,6 +154,9 @@ def main(argv=None):
         run(sys.argv[1:] if argv is None else argv)
     except (ConfigError, DataError, checkpoint.CheckpointError, Diverged) as e:
         sys.exit(f"error: {e}")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def run(argv):
@@ -173,13 +166,15 @@ def run(argv):
 
     ddp = "RANK" in os.environ
     rank, world_size = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
-    device = cfg.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(cfg.device)
     if ddp and device.startswith("cuda"):
         device = f"cuda:{os.environ['LOCAL_RANK']}"
         torch.cuda.set_device(device)
     device_type = device.split(":")[0]
+    try:
+        ptdtype = resolve_dtype(cfg.dtype, device_type)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if cfg.gradient_accumulation_steps % world_size:
         raise ConfigError(f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible by "
                           f"the {world_size} processes: make it a multiple of the world size")
@@ -203,7 +198,6 @@ def run(argv):
     model, ckpt = build_model(cfg, model_cfg, meta)
     model_cfg = model.config
     model.to(device)
-    ptdtype = resolve_dtype(cfg.dtype, device_type)
     ctx = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
     scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
     if device_type == "cuda":
@@ -228,6 +222,7 @@ def run(argv):
     resolved = {**asdict(cfg), **model_cfg.to_dict()}
     metrics_path = out_dir / "metrics.jsonl"
     wandb_id = ckpt.get("wandb_id") if ckpt else None
+    tokenizer_meta = {k: meta[k] for k in ("tokenizer", "chars") if k in meta}  # lets sample.py decode
     if master:
         print(json.dumps(resolved, indent=1))
         print(f"{raw_model.num_params():,} non-embedding parameters; {world_size} process(es) x {accum} micro-steps "
@@ -255,7 +250,8 @@ def run(argv):
 
     def save(it):
         state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-                 "model_args": model_cfg.to_dict(), "config": asdict(cfg), "iter_num": it, "wandb_id": wandb_id}
+                 "model_args": model_cfg.to_dict(), "config": asdict(cfg), "iter_num": it, "wandb_id": wandb_id,
+                 "tokenizer": tokenizer_meta}
         checkpoint.save(state, out_dir / "ckpt.pt")
         if it in cfg.keep_checkpoints:
             checkpoint.save(state, out_dir / f"ckpt_{it:06d}.pt")
@@ -322,8 +318,8 @@ def run(argv):
                 print(f"step {it}: loss {loss_value:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms, mfu {mfu_text}, eta {eta}")
         it += 1
 
-    if ddp:
-        dist.destroy_process_group()
+    if ddp:  # leave together: a rank that tears down while its peer is still saving can hang in gloo
+        dist.barrier()
 
 
 def keep_metrics(path: Path, start: int):

@@ -80,9 +80,15 @@ def test_every_query_mode_sees_the_same_batches(data_dir, tmp_path):
 def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py")]
-    r = subprocess.run(cmd + tiny_args(data_dir, tmp_path / "ddp", max_iters=4), env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    # Its own session, so that a hang kills every rank, not just the launcher (whose children hold the pipes).
+    p = subprocess.Popen(cmd + tiny_args(data_dir, tmp_path / "ddp", max_iters=4), env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        pytest.fail("the 2-process run did not finish in 240 s")
+    assert p.returncode == 0, err[-3000:]
     train.main(tiny_args(data_dir, tmp_path / "one", max_iters=4))
     ddp, one = records(tmp_path / "ddp", "loss"), records(tmp_path / "one", "loss")
     assert [r["fingerprint"] for r in ddp.values()] == [r["fingerprint"] for r in one.values()]

@@ -1,0 +1,208 @@
+"""What each query mode costs: training step, prefill and KV-cache decode, each as a ratio to linear.
+
+    python bench.py                          # GPT-2 small (GPU: batch 12, compiled)
+    python bench.py --preset=tiny            # the CPU quick-start shape
+    python bench.py --modes="('linear','residual_gelu')" --repeats=7 --out=bench.json
+
+Modes are measured in interleaved rounds (every mode once per round, `repeats` rounds), so drifts in
+clock speed or load hit all modes alike; the table shows the median and the min-max spread over rounds.
+Synthetic token ids are used: timing does not depend on the data.
+"""
+
+import json
+import statistics
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+
+import torch
+
+from configurator import ConfigError, parse
+from hardware import peak_flops, resolve_device, resolve_dtype
+from model import GPT, QUERY_MODES, GPTConfig, KVCache
+
+PRESETS = {
+    "gpt2": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50304),
+    "tiny": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65),
+}
+
+
+@dataclass
+class BenchConfig:
+    preset: str = "gpt2"  # 'gpt2' (GPT-2 small) or 'tiny' (4 x 4 x 128, block 64)
+    modes: tuple[str, ...] = QUERY_MODES
+    batch_size: int | None = None  # training rows; None: 12, or 1 for gpt2 on CPU
+    repeats: int = 5  # interleaved rounds
+    steps: int = 3  # timed training steps per round (after one warm-up step)
+    prompt_len: int | None = None  # None: 256, or block_size // 2 if smaller
+    decode_tokens: int | None = None  # None: 64, or what fits after the prompt
+    recompute: bool = True  # also time generation without the cache (linear only), as nanoGPT generates
+    device: str = "auto"
+    dtype: str = "auto"
+    compile: bool | None = None  # None: on for CUDA
+    cpu_peak_flops: float | None = None
+    out: str = "bench.json"
+
+
+def timed(fn, device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    t = time.perf_counter()
+    fn()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t
+
+
+class Subject:
+    """One query mode's model, optimizer and inputs, kept across rounds (compiled once)."""
+
+    def __init__(self, mode, cfg, device, dtype):
+        torch.manual_seed(0)
+        self.model = GPT(GPTConfig(**PRESETS[cfg.preset], query_mode=mode)).to(device)
+        self.params = self.model.num_params()
+        self.flops = self.model.flops_per_token(self.model.config.block_size)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=device.split(":")[0] in ("cuda", "cpu"))
+        self.step_fn = torch.compile(self.model) if cfg.compile else self.model
+        self.ctx = nullcontext() if dtype == torch.float32 else torch.autocast(device.split(":")[0], dtype=dtype)
+        bs, vocab = self.model.config.block_size, self.model.config.vocab_size
+        gen = torch.Generator().manual_seed(0)
+        self.x = torch.randint(0, vocab, (cfg.batch_size, bs), generator=gen).to(device)
+        self.prompt = torch.randint(0, vocab, (1, cfg.prompt_len), generator=gen).to(device)
+        self.cfg, self.device = cfg, device
+
+    def train_step(self):
+        with self.ctx:
+            _, loss = self.step_fn(self.x, self.x)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def inference(self):
+        """(prefill seconds, decode tokens/s) for one prompt with the KV cache."""
+        self.model.eval()
+        cache = KVCache(self.model.config, 1, self.device)
+        with self.ctx:
+            prefill = timed(lambda: self.model(self.prompt, cache=cache, last_only=True), self.device)
+            tok = self.prompt[:, -1:]
+            decode = timed(lambda: [self.model(tok, cache=cache, last_only=True) for _ in range(self.cfg.decode_tokens)],
+                           self.device)
+        self.model.train()
+        return prefill, self.cfg.decode_tokens / decode
+
+    @torch.no_grad()
+    def recompute_rate(self):
+        self.model.eval()
+        with self.ctx:
+            t = timed(lambda: self.model.generate(self.prompt, self.cfg.decode_tokens, temperature=0, use_cache=False),
+                      self.device)
+        self.model.train()
+        return self.cfg.decode_tokens / t
+
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "samples": values}
+
+
+def run(cfg: BenchConfig):
+    if cfg.preset not in PRESETS:
+        raise ConfigError(f"preset={cfg.preset!r} is invalid: use one of {', '.join(PRESETS)}")
+    unknown = [m for m in cfg.modes if m not in QUERY_MODES]
+    if unknown or "linear" not in cfg.modes:
+        raise ConfigError(f"modes={cfg.modes!r} must include 'linear' (the reference) and use only {QUERY_MODES}")
+    device = resolve_device(cfg.device)
+    device_type = device.split(":")[0]
+    dtype = resolve_dtype(cfg.dtype, device_type)
+    block_size = PRESETS[cfg.preset]["block_size"]
+    cfg.compile = device_type == "cuda" if cfg.compile is None else cfg.compile
+    cfg.batch_size = cfg.batch_size or (1 if cfg.preset == "gpt2" and device_type == "cpu" else 12)
+    cfg.prompt_len = cfg.prompt_len or min(256, block_size // 2)
+    cfg.decode_tokens = cfg.decode_tokens or min(64, block_size - cfg.prompt_len)
+    if cfg.prompt_len + cfg.decode_tokens > block_size:
+        raise ConfigError(f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds block_size={block_size}")
+    peak, peak_source = peak_flops(device, dtype, cfg.cpu_peak_flops)
+
+    subjects = {m: Subject(m, cfg, device, dtype) for m in cfg.modes}
+    raw = {m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "peak_mem": None} for m in cfg.modes}
+    for s in subjects.values():  # warm-up: compilation, allocator, caches
+        s.train_step()
+        s.inference()
+    for r in range(cfg.repeats):
+        for m, s in subjects.items():
+            if device_type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            raw[m]["train_s"].append(timed(lambda: [s.train_step() for _ in range(cfg.steps)], device) / cfg.steps)
+            if device_type == "cuda":
+                raw[m]["peak_mem"] = torch.cuda.max_memory_allocated(device)
+            prefill, decode = s.inference()
+            raw[m]["prefill_s"].append(prefill)
+            raw[m]["decode_tok_s"].append(decode)
+        print(f"round {r + 1}/{cfg.repeats} done", file=sys.stderr)
+
+    tokens = cfg.batch_size * block_size
+    results = {}
+    for m, s in subjects.items():
+        train = summary(raw[m]["train_s"])
+        results[m] = {
+            "non_embedding_params": s.params,
+            "train_step_s": train,
+            "train_tokens_per_s": tokens / train["median"],
+            "mfu": s.flops * tokens / train["median"] / peak if peak else None,
+            "peak_mem_bytes": raw[m]["peak_mem"],
+            "prefill_s": summary(raw[m]["prefill_s"]),
+            "decode_tokens_per_s": summary(raw[m]["decode_tok_s"]),
+        }
+    ref = results["linear"]
+    for r in results.values():
+        r["train_ratio"] = r["train_step_s"]["median"] / ref["train_step_s"]["median"]
+        r["prefill_ratio"] = r["prefill_s"]["median"] / ref["prefill_s"]["median"]
+        r["decode_ratio"] = r["decode_tokens_per_s"]["median"] / ref["decode_tokens_per_s"]["median"]
+    report = {"config": asdict(cfg), "device": torch.cuda.get_device_name(device) if device_type == "cuda" else "cpu",
+              "dtype": str(dtype), "torch": torch.__version__, "peak_flops": peak, "peak_source": peak_source,
+              "results": results}
+    if cfg.recompute:
+        report["linear_generate_no_cache_tokens_per_s"] = subjects["linear"].recompute_rate()
+    return report
+
+
+def markdown(report):
+    c = report["config"]
+    lines = [f"{c['preset']} on {report['device']} ({report['dtype']}, compile={c['compile']}), train batch "
+             f"{c['batch_size']}, prompt {c['prompt_len']}, {c['decode_tokens']} decoded tokens; median "
+             f"[min-max] over {c['repeats']} interleaved rounds; ratios are to linear.", "",
+             "| mode | params | train ms/step | ratio | tokens/s | MFU | peak mem | prefill ms | ratio | decode tok/s | ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m, r in report["results"].items():
+        t, p, d = r["train_step_s"], r["prefill_s"], r["decode_tokens_per_s"]
+        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
+        mem = f"{r['peak_mem_bytes'] / 2**30:.1f} GiB" if r["peak_mem_bytes"] else "n/a"
+        lines.append(
+            f"| {m} | {r['non_embedding_params'] / 1e6:.2f}M | {t['median'] * 1e3:.1f} [{t['min'] * 1e3:.1f}-{t['max'] * 1e3:.1f}] "
+            f"| {r['train_ratio']:.3f} | {r['train_tokens_per_s']:,.0f} | {mfu} | {mem} "
+            f"| {p['median'] * 1e3:.1f} [{p['min'] * 1e3:.1f}-{p['max'] * 1e3:.1f}] | {r['prefill_ratio']:.3f} "
+            f"| {d['median']:.1f} [{d['min']:.1f}-{d['max']:.1f}] | {r['decode_ratio']:.3f} |")
+    if "linear_generate_no_cache_tokens_per_s" in report:
+        rate = report["linear_generate_no_cache_tokens_per_s"]
+        r = report["results"]["linear"]
+        cached = c["decode_tokens"] / (r["prefill_s"]["median"] + c["decode_tokens"] / r["decode_tokens_per_s"]["median"])
+        lines += ["", f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end: {rate:.2f} tokens/s "
+                      f"recomputing the context each token, {cached:.1f} tokens/s with the KV cache "
+                      f"({cached / rate:.1f}x)"]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    try:
+        (cfg,) = parse(sys.argv[1:] if argv is None else argv, BenchConfig)
+        report = run(cfg)
+    except (ConfigError, ValueError) as e:
+        sys.exit(f"error: {e}")
+    print(markdown(report))
+    with open(cfg.out, "w") as f:
+        json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The paper-style table and validation curves of training runs, from their out_dirs (offline).
+
+    python compare.py out-owt-*                                   # every arm at the last common eval step
+    python compare.py out-owt-* --baseline=baseline --step=30000 --png=curves.png
+
+A run's arm is its wandb_run_name (else its query_mode); runs of one arm with different seeds are
+aggregated as mean +- std, with Welch's t-test against the baseline arm. The footer says whether all
+runs trained on identical batches, from the batch fingerprints in their metrics.jsonl.
+"""
+
+import argparse
+import glob
+import json
+import math
+import statistics
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+
+from model import GPT, GPTConfig
+
+
+class CompareError(Exception):
+    """A problem with the runs given, explained in one line."""
+
+
+class Run:
+    def __init__(self, path: Path):
+        self.path = path
+        if not (path / "metrics.jsonl").is_file() or not (path / "config.json").is_file():
+            raise CompareError(f"{path} has no metrics.jsonl and config.json: not an out_dir of train.py")
+        self.config = json.loads((path / "config.json").read_text())
+        self.arm = self.config.get("wandb_run_name") or self.config["query_mode"]
+        self.evals, self.steps = {}, {}  # step -> record; a later record of a step replaces an earlier one
+        for line in (path / "metrics.jsonl").read_text().splitlines():
+            if line:
+                r = json.loads(line)
+                (self.evals if "val_loss" in r else self.steps)[r["step"]] = r
+        if not self.evals:
+            raise CompareError(f"{path}/metrics.jsonl holds no evaluation yet")
+
+    def non_embedding_params(self) -> int:
+        names = {f.name for f in fields(GPTConfig)}
+        with torch.device("meta"):
+            return GPT(GPTConfig(**{k: v for k, v in self.config.items() if k in names})).num_params()
+
+
+def welch_p(a, b):
+    """Two-sided p-value of Welch's t-test, or None with fewer than two runs on either side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    from scipy import stats
+
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def fingerprint_report(runs) -> str:
+    common = set.intersection(*(set(r.steps) for r in runs))
+    common = sorted(s for s in common if all("fingerprint" in r.steps[s] for r in runs))
+    if len(runs) < 2:
+        return "one run: nothing to compare batches with"
+    if not common:
+        return "no logged step is common to all runs: identical batches cannot be checked"
+    for s in common:
+        prints = {r.path.name: r.steps[s]["fingerprint"] for r in runs}
+        if len(set(prints.values())) > 1:
+            return (f"WARNING: the runs trained on different batches (first at step {s}: {prints}); "
+                    "check dataset, data_seed, sampling, batch_size and gradient_accumulation_steps")
+    return f"all {len(runs)} runs trained on identical batches (fingerprints equal at {len(common)} common logged steps)"
+
+
+def table(runs, baseline: str | None, step: int | None):
+    """(markdown lines, the step compared)."""
+    common = sorted(set.intersection(*(set(r.evals) for r in runs)))
+    if step is None:
+        if not common:
+            raise CompareError("the runs share no evaluation step: pass --step")
+        step = common[-1]
+    elif step not in common:
+        raise CompareError(f"step {step} is not evaluated in every run: common evaluation steps are {common[-5:]} ...")
+    arms = {}
+    for r in runs:
+        arms.setdefault(r.arm, []).append(r)
+    baseline = baseline or ("baseline" if "baseline" in arms else "linear" if "linear" in arms else next(iter(arms)))
+    if baseline not in arms:
+        raise CompareError(f"--baseline={baseline!r} is not an arm of these runs: arms are {sorted(arms)}")
+    losses = {a: [r.evals[step]["val_loss"] for r in rs] for a, rs in arms.items()}
+    base = statistics.mean(losses[baseline])
+    lines = [f"validation loss at step {step}; improvement relative to {baseline}", "",
+             "| arm | non-emb. params | val loss | runs | vs baseline | p (Welch) | tokens seen |",
+             "|---|---|---|---|---|---|---|"]
+    for arm, rs in sorted(arms.items(), key=lambda kv: statistics.mean(losses[kv[0]]), reverse=True):
+        vals = losses[arm]
+        mean = statistics.mean(vals)
+        loss = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
+        p = welch_p(vals, losses[baseline]) if arm != baseline else None
+        lines.append(f"| {arm} | {rs[0].non_embedding_params() / 1e6:.2f}M | {loss} | {len(vals)} "
+                     f"| {(base - mean) / base:+.2%} | {'—' if p is None else f'{p:.3g}'} "
+                     f"| {rs[0].evals[step].get('tokens', 0):,} |")
+    return lines + ["", fingerprint_report(runs)], step
+
+
+def plot(runs, path, smooth=0.9):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_val, ax_train) = plt.subplots(1, 2, figsize=(13, 5))
+    colors = {arm: f"C{i}" for i, arm in enumerate(sorted({r.arm for r in runs}))}
+    for r in runs:
+        label = f"{r.arm} (seed {r.config.get('seed')})"
+        steps = sorted(r.evals)
+        ax_val.plot(steps, [r.evals[s]["val_loss"] for s in steps], color=colors[r.arm], label=label, marker=".")
+        steps = sorted(r.steps)
+        ema, curve = None, []
+        for s in steps:  # exponential moving average, for readability only
+            x = r.steps[s]["loss"]
+            ema = x if ema is None or not math.isfinite(ema) else smooth * ema + (1 - smooth) * x
+            curve.append(ema)
+        ax_train.plot(steps, curve, color=colors[r.arm], label=label, linewidth=1)
+    for ax, title in ((ax_val, "validation loss"), (ax_train, f"train loss (EMA {smooth})")):
+        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    ax_val.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="out_dirs or glob patterns")
+    p.add_argument("--baseline", help="the arm to compare against (default: 'baseline', else 'linear')")
+    p.add_argument("--step", type=int, help="evaluation step to compare (default: the last common one)")
+    p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
+    args = p.parse_args(argv)
+    try:
+        paths = sorted({Path(m) for pattern in args.runs for m in (glob.glob(pattern) or [pattern])})
+        runs = [Run(path) for path in paths]
+        lines, _ = table(runs, args.baseline, args.step)
+    except CompareError as e:
+        sys.exit(f"error: {e}")
+    print("\n".join(lines))
+    if args.png:
+        plot(runs, args.png)
+        print(f"\ncurves: {args.png}")
+
+
+if __name__ == "__main__":
+    main()

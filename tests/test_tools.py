@@ -1,0 +1,114 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bench
+import compare
+import sample
+import train
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A tiny trained character-level run, made once for the sampling tests."""
+    data = tmp_path_factory.mktemp("data")
+    subprocess.run([sys.executable, ROOT / "data/shakespeare_char/prepare.py", "--input", SHAKESPEARE,
+                    "--out_dir", data], check=True, capture_output=True)
+    out = tmp_path_factory.mktemp("run")
+    train.main([f"--dataset={data}", f"--out_dir={out}", "--n_layer=2", "--n_head=2", "--n_embd=32",
+                "--block_size=32", "--vocab_size=65", "--batch_size=4", "--gradient_accumulation_steps=1",
+                "--max_iters=20", "--eval_interval=20", "--eval_iters=1", "--device=cpu", "--compile=False",
+                "--query_mode=residual_gelu", "--cpu_peak_flops=1e11"])
+    return out
+
+
+def samples(run_dir, *args):
+    (cfg,) = sample.parse([f"--out_dir={run_dir}", "--num_samples=2", "--max_new_tokens=40", *args],
+                          sample.SampleConfig)
+    return sample.generate(cfg)[0]
+
+
+def test_sample_is_deterministic_for_a_seed(run_dir):
+    a, b = samples(run_dir, "--seed=3"), samples(run_dir, "--seed=3")
+    assert a == b and all(s.startswith("\n") and len(s) == 41 for s in a)
+    assert samples(run_dir, "--seed=4") != a
+
+
+def test_greedy_sampling_equal_with_and_without_cache(run_dir):
+    args = ("--temperature=0", "--start=ROMEO:", "--max_new_tokens=60")  # 66 tokens: past block_size=32
+    assert samples(run_dir, *args, "--use_cache=True") == samples(run_dir, *args, "--use_cache=False")
+
+
+def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
+    (tmp_path / "p.txt").write_text("KING:")
+    assert all(s.startswith("KING:") for s in samples(run_dir, f"--start=FILE:{tmp_path / 'p.txt'}"))
+    for args, message in [
+        ([f"--out_dir={tmp_path}"], "ckpt.pt not found"),
+        ([f"--out_dir={run_dir}", "--start=" + "a" * 33], "more than the model's context of 32"),
+        ([f"--out_dir={run_dir}", f"--start=FILE:{tmp_path / 'none.txt'}"], "no such file"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            sample.main(args)
+        assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+
+
+def test_bench_tiny_preset_writes_json(tmp_path):
+    out = tmp_path / "b.json"
+    bench.main(["--preset=tiny", "--repeats=2", "--steps=1", "--modes=('linear', 'residual_gelu')",
+                "--device=cpu", "--cpu_peak_flops=1e11", f"--out={out}"])
+    report = json.loads(out.read_text())
+    assert set(report["results"]) == {"linear", "residual_gelu"}
+    lin, nlq = report["results"]["linear"], report["results"]["residual_gelu"]
+    assert lin["train_ratio"] == 1.0 and nlq["train_ratio"] > 0
+    assert len(nlq["train_step_s"]["samples"]) == 2 and nlq["decode_tokens_per_s"]["median"] > 0
+    assert nlq["non_embedding_params"] > lin["non_embedding_params"]
+    assert report["linear_generate_no_cache_tokens_per_s"] > 0
+
+
+def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
+    d = root / name
+    d.mkdir()
+    cfg = {"wandb_run_name": arm, "seed": seed, "query_mode": query_mode, "n_layer": 2, "n_head": 2, "n_embd": 8,
+           "block_size": 8, "vocab_size": 11}
+    (d / "config.json").write_text(json.dumps(cfg))
+    lines = [{"step": s, "loss": 3.0 - s / 100, "fingerprint": f} for s, f in enumerate(prints)]
+    lines += [{"step": s, "val_loss": v, "train_eval_loss": v, "tokens": s * 100} for s, v in vals.items()]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return d
+
+
+def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    fake_run(runs, "base", "baseline", 1, {0: 4.0, 10: 3.0}, ["a", "b", "c"])
+    fake_run(runs, "nlq1", "nlq", 1, {0: 4.0, 10: 2.97}, ["a", "b", "c"], "residual_gelu")
+    compare.main([str(runs / "*"), f"--png={tmp_path / 'c.png'}"])
+    out = capsys.readouterr().out
+    assert "validation loss at step 10" in out
+    assert "| nlq | " in out and "| 2.9700 | 1 | +1.00% |" in out
+    assert "identical batches" in out
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    fake_run(runs, "nlq2", "nlq", 2, {0: 4.0, 10: 2.95}, ["a", "X", "c"], "residual_gelu")
+    fake_run(runs, "base2", "baseline", 2, {0: 4.0, 10: 3.02}, ["a", "b", "c"])
+    compare.main([str(runs / "*"), "--png="])
+    out = capsys.readouterr().out
+    assert "| 2.9600 ± 0.0141 | 2 | +1.32% |" in out  # mean of 2.97, 2.95 against mean(3.0, 3.02)
+    assert "WARNING: the runs trained on different batches (first at step 1" in out
+
+
+def test_compare_bad_input(tmp_path):
+    (tmp_path / "empty").mkdir()
+    fake_run(tmp_path, "base", "baseline", 1, {0: 4.0}, ["a"])
+    for args, message in [([str(tmp_path / "empty")], "not an out_dir of train.py"),
+                          ([str(tmp_path / "base"), "--step=7"], "step 7 is not evaluated"),
+                          ([str(tmp_path / "base"), "--baseline=x"], "--baseline='x' is not an arm")]:
+        with pytest.raises(SystemExit) as e:
+            compare.main(args + ["--png="])
+        assert message in str(e.value.code)
