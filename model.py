@@ -25,6 +25,8 @@ import torch.nn.functional as F
 QUERY_MODES = ("linear", "identity", "residual", "residual_gelu", "wide_mlp")
 # Modes whose query is X plus something: the paper's 1/2 is folded into the attention scale.
 HALF_SCALE_MODES = ("identity", "residual", "residual_gelu")
+# Fields a pretrained import takes from the config; a checkpoint's weights fix every other field.
+PROBE_FIELDS = ("dropout", "preproj", "preproj_ratio", "content_skip", "skip_init_std", "lora_rank", "lora_alpha")
 ACTIVATIONS = ("gelu", "gelu_tanh")
 POS_EMBEDDINGS = ("learned", "rotary")
 
@@ -50,6 +52,14 @@ class GPTConfig:
     parallel_residual: bool = False  # x + attn(ln_1 x) + mlp(ln_2 x), as GPT-NeoX
     tie_embeddings: bool = True  # lm_head shares the token embedding
     norm_eps: float = 1e-5
+    # arXiv 2604.10791: x~ = x^ + W_down SiLU(W_up x^) on the block's normalised input x^, before Q/K/V
+    preproj: bool = False
+    preproj_ratio: float = 1.25  # W_up's width, as a multiple of n_embd
+    content_skip: bool = False  # block output += W_skip x~ (d x d, no bias), bypassing attention
+    skip_init_std: float = 1e-4
+    # LoRA on the attention's input (c_attn) and output (c_proj) projections; 0: off
+    lora_rank: int = 0
+    lora_alpha: float | None = None  # None: 2 * lora_rank
 
     def __post_init__(self):
         def bad(field, allowed):
@@ -72,6 +82,8 @@ class GPTConfig:
             bad("rotary_pct", f"must give an even number >= 2 of rotary dims out of head_dim={self.head_dim}")
         if not 0.0 <= self.dropout < 1.0:
             bad("dropout", "must be in [0, 1)")
+        if self.lora_rank < 0:
+            bad("lora_rank", "must be >= 0 (0 turns LoRA off)")
 
     @property
     def head_dim(self) -> int:
@@ -168,6 +180,35 @@ class QueryMLP(nn.Module):
         return self.ln(self.w2(F.gelu(self.w1(self.rms(x)))))
 
 
+class PreProjection(nn.Module):
+    """x~ = x^ + W_down SiLU(W_up x^) (arXiv 2604.10791): a nonlinear map of the normalised block input
+    that sees no positions; Q, K, V (and rotary) are computed from its output. No biases."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        hidden = int(config.preproj_ratio * config.n_embd)
+        self.up = nn.Linear(config.n_embd, hidden, bias=False)
+        self.down = nn.Linear(hidden, config.n_embd, bias=False)
+
+    def forward(self, x):
+        return x + self.down(F.silu(self.up(x)))
+
+
+class LoRA(nn.Module):
+    """The low-rank update (alpha / r) B A x of a frozen Linear (Hu et al. 2021). B starts at zero, so
+    adding LoRA leaves the model's function unchanged until B trains."""
+
+    def __init__(self, d_in: int, d_out: int, rank: int, alpha: float):
+        super().__init__()
+        self.A = nn.Parameter(torch.empty(rank, d_in))
+        self.B = nn.Parameter(torch.zeros(d_out, rank))
+        nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
+        self.scale = alpha / rank
+
+    def forward(self, x):
+        return (x @ self.A.t()) @ self.B.t() * self.scale
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -179,13 +220,21 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, self.q_dim + 2 * self.kv_dim, bias=config.bias)
         self.query = QueryMLP(config) if config.query_mode == "residual_gelu" else None
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.lora_attn = self.lora_proj = None
+        if config.lora_rank:
+            alpha = config.lora_alpha if config.lora_alpha is not None else 2 * config.lora_rank
+            self.lora_attn = LoRA(config.n_embd, self.c_attn.out_features, config.lora_rank, alpha)
+            self.lora_proj = LoRA(config.n_embd, config.n_embd, config.lora_rank, alpha)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.dropout = config.dropout
         self.scale = config.scale
 
     def forward(self, x, rotary=None, cache=None, layer=0):
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
+        qkv = self.c_attn(x)
+        if self.lora_attn is not None:
+            qkv = qkv + self.lora_attn(x)
+        q, k, v = qkv.split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
         if self.query_mode == "identity":
             q = x
         elif self.query_mode == "residual":
@@ -212,7 +261,10 @@ class CausalSelfAttention(nn.Module):
             enable_gqa=self.n_kv_head != self.n_head,
         )
         y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+        out = self.c_proj(y)
+        if self.lora_proj is not None:
+            out = out + self.lora_proj(y)
+        return self.resid_dropout(out)
 
 
 class MLP(nn.Module):
@@ -235,9 +287,16 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.norm_eps, bias=config.bias)
         self.mlp = MLP(config)
         self.parallel_residual = config.parallel_residual
+        self.preproj = PreProjection(config) if config.preproj else None
+        self.skip = nn.Linear(config.n_embd, config.n_embd, bias=False) if config.content_skip else None
 
     def forward(self, x, rotary=None, cache=None, layer=0):
-        a = self.attn(self.ln_1(x), rotary, cache, layer)
+        h = self.ln_1(x)
+        if self.preproj is not None:
+            h = self.preproj(h)
+        a = self.attn(h, rotary, cache, layer)
+        if self.skip is not None:
+            a = a + self.skip(h)
         if self.parallel_residual:
             return x + a + self.mlp(self.ln_2(x))
         x = x + a
@@ -266,6 +325,12 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        for block in self.transformer.h:  # arXiv 2604.10791's inits: small, the skip nearly zero
+            if block.preproj is not None:
+                nn.init.normal_(block.preproj.up.weight, std=0.01)
+                nn.init.normal_(block.preproj.down.weight, std=0.01)
+            if block.skip is not None:
+                nn.init.normal_(block.skip.weight, std=config.skip_init_std)
 
     @staticmethod
     def _init_weights(module):
@@ -285,12 +350,22 @@ class GPT(nn.Module):
         return n
 
     def flops_per_token(self, seq_len: int, training: bool = True) -> float:
-        """Matmul FLOPs per token: 2 per weight of every Linear (lm_head and the query MLP included)
-        plus 4 * n_layer * seq_len * n_embd for the attention scores and values (PaLM's count, which
-        charges the full sequence, not the causal half). Training is 3x forward (backward = 2x)."""
-        weights = sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Linear))
+        """Matmul FLOPs per token: 2 per weight of every matrix multiply (every 2-D parameter but the
+        position table and an untied token table: lm_head, the query MLP and LoRA included) plus
+        4 * n_layer * seq_len * n_embd for the attention scores and values (PaLM's count, which charges
+        the full sequence, not the causal half). Training is 3x forward (backward = 2x)."""
+        lookups = [] if self.config.tie_embeddings else [self.transformer.wte.weight]
+        if "wpe" in self.transformer:
+            lookups.append(self.transformer.wpe.weight)
+        weights = sum(p.numel() for p in self.parameters() if p.dim() == 2) - sum(p.numel() for p in lookups)
         forward = 2 * weights + 4 * self.config.n_layer * seq_len * self.config.n_embd
         return 3 * forward if training else forward
+
+    @staticmethod
+    def is_added(name: str) -> bool:
+        """Whether a parameter belongs to what this project adds on top of a pretrained GPT-2 / GPT-NeoX
+        (pre-projection, content skip, LoRA): the parameters a frozen probe trains."""
+        return any(part in ("preproj", "skip", "lora_attn", "lora_proj") for part in name.split("."))
 
     def forward(self, idx, targets=None, cache: KVCache | None = None, last_only: bool = False):
         """Logits (B, T, vocab), or (B, 1, vocab) with last_only; and the mean cross-entropy against
@@ -351,31 +426,66 @@ class GPT(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **overrides):
-        """GPT-2 weights ('gpt2' ... 'gpt2-xl' or a local HF directory) through transformers.
-        overrides may change non-architectural fields such as dropout."""
+        """GPT-2 ('gpt2' ... 'gpt2-xl') or GPT-NeoX / Pythia weights, by hub name or local HF directory,
+        through transformers. overrides may set fields the checkpoint has no say in (dropout, preproj,
+        content_skip, lora_rank, ...); the parameters they add keep their fresh initialisation."""
         from transformers import AutoModelForCausalLM
 
-        hf = AutoModelForCausalLM.from_pretrained(name_or_path, torch_dtype=torch.float32)
-        c = hf.config
-        if c.model_type != "gpt2":
-            raise ValueError(f"cannot import model_type={c.model_type!r} from {name_or_path}: supported is gpt2")
-        config = GPTConfig(
-            block_size=c.n_positions, vocab_size=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head,
-            n_embd=c.n_embd, bias=True, norm_eps=c.layer_norm_epsilon, tie_embeddings=True,
-            activation="gelu" if c.activation_function == "gelu" else "gelu_tanh", **overrides,
-        )
+        hf = AutoModelForCausalLM.from_pretrained(name_or_path)  # any dtype: copy_ below casts to ours
+        importers = {"gpt2": _from_gpt2, "gpt_neox": _from_neox}
+        if hf.config.model_type not in importers:
+            raise ValueError(f"cannot import model_type={hf.config.model_type!r} from {name_or_path}: "
+                             f"supported are {', '.join(importers)}")
+        fields, theirs = importers[hf.config.model_type](hf.config, hf.state_dict())
+        config = GPTConfig(**fields, **overrides)
         if config.query_mode != "linear":
-            raise ValueError(f"query_mode={config.query_mode!r}: pretrained GPT-2 weights are linear-query only")
+            raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
         model = cls(config)
-        # HF GPT-2 stores Linear weights as Conv1D, (in, out): transpose those.
-        conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-        theirs = {k: v for k, v in hf.state_dict().items() if not k.endswith((".attn.bias", ".attn.masked_bias"))}
         ours = model.state_dict()
-        missing = sorted(set(ours) - set(theirs))
+        missing = sorted(k for k in ours if k not in theirs and not cls.is_added(k))
         if missing:
             raise ValueError(f"{name_or_path} lacks weights for {missing[:4]}")
         with torch.no_grad():
             for k, v in ours.items():
-                w = theirs[k].t() if k.endswith(conv1d) else theirs[k]
-                v.copy_(w)
+                if k in theirs:
+                    v.copy_(theirs[k])
         return model
+
+
+def _from_gpt2(c, sd):
+    """GPTConfig fields and our state dict from HF GPT-2. Its Linear weights are Conv1D, (in, out)."""
+    fields = dict(block_size=c.n_positions, vocab_size=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head,
+                  n_embd=c.n_embd, bias=True, norm_eps=c.layer_norm_epsilon, tie_embeddings=True,
+                  activation="gelu" if c.activation_function == "gelu" else "gelu_tanh")
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    return fields, {k: v.t() if k.endswith(conv1d) else v for k, v in sd.items()}
+
+
+def _from_neox(c, sd):
+    """GPTConfig fields and our state dict from HF GPT-NeoX (Pythia): partial rotary, parallel residual,
+    biased LayerNorms, an untied head, and a fused QKV laid out head by head."""
+    rope = getattr(c, "rope_parameters", None) or {}  # transformers >= 5; older releases: rotary_pct etc.
+    d, nh = c.hidden_size, c.num_attention_heads
+    hd = d // nh
+    fields = dict(block_size=c.max_position_embeddings, vocab_size=c.vocab_size, n_layer=c.num_hidden_layers,
+                  n_head=nh, n_embd=d, bias=True, norm_eps=c.layer_norm_eps, tie_embeddings=c.tie_word_embeddings,
+                  activation="gelu" if c.hidden_act == "gelu" else "gelu_tanh", pos_embedding="rotary",
+                  rotary_pct=rope.get("partial_rotary_factor", getattr(c, "rotary_pct", 1.0)),
+                  rope_base=rope.get("rope_theta", getattr(c, "rotary_emb_base", 10000.0)),
+                  parallel_residual=c.use_parallel_residual, mlp_ratio=c.intermediate_size / d)
+    out = {"transformer.wte.weight": sd["gpt_neox.embed_in.weight"],
+           "lm_head.weight": sd["embed_out.weight" if "embed_out.weight" in sd else "lm_head.weight"],  # 4.x; 5.x
+           "transformer.ln_f.weight": sd["gpt_neox.final_layer_norm.weight"],
+           "transformer.ln_f.bias": sd["gpt_neox.final_layer_norm.bias"]}
+    names = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm", "attn.c_proj": "attention.dense",
+             "mlp.c_fc": "mlp.dense_h_to_4h", "mlp.c_proj": "mlp.dense_4h_to_h"}
+    for i in range(c.num_hidden_layers):
+        ours, theirs = f"transformer.h.{i}.", f"gpt_neox.layers.{i}."
+        for a, b in names.items():
+            for p in ("weight", "bias"):
+                out[f"{ours}{a}.{p}"] = sd[f"{theirs}{b}.{p}"]
+        # [head0: q k v, head1: q k v, ...] -> [all q, all k, all v]
+        w, bias = sd[f"{theirs}attention.query_key_value.weight"], sd[f"{theirs}attention.query_key_value.bias"]
+        out[f"{ours}attn.c_attn.weight"] = w.view(nh, 3, hd, d).transpose(0, 1).reshape(3 * d, d)
+        out[f"{ours}attn.c_attn.bias"] = bias.view(nh, 3, hd).transpose(0, 1).reshape(3 * d)
+    return fields, out

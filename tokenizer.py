@@ -33,7 +33,13 @@ def gpt2_encoding() -> tiktoken.Encoding:
 
 
 def codec(meta: dict):
-    """(encode, decode) for a dataset's meta.json: 'gpt2' BPE or 'char' with meta['chars']."""
+    """(encode, decode) for a dataset's meta.json: 'gpt2' BPE, 'char' with meta['chars'], or 'hf' with
+    meta['name'] (a transformers tokenizer, e.g. Pythia's)."""
+    if meta["tokenizer"] == "hf":
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(meta["name"])
+        return (lambda s: tok.encode(s, add_special_tokens=False)), tok.decode
     if meta["tokenizer"] == "gpt2":
         enc = gpt2_encoding()
         return (lambda s: enc.encode(s, allowed_special={"<|endoftext|>"})), enc.decode
@@ -48,4 +54,16 @@ def codec(meta: dict):
             return [stoi[c] for c in s]
 
         return encode, lambda ids: "".join(chars[i] for i in ids)
-    raise ValueError(f"unknown tokenizer {meta['tokenizer']!r} in meta.json: expected 'gpt2' or 'char'")
+    raise ValueError(f"unknown tokenizer {meta['tokenizer']!r} in meta.json: expected 'gpt2', 'char' or 'hf'")
+
+
+def load_tokenizer(name: str):
+    """(meta, encode) for 'gpt2' (offline BPE) or a transformers tokenizer name or directory."""
+    if name == "gpt2":
+        meta = {"tokenizer": "gpt2", "vocab_size": gpt2_encoding().n_vocab, "eos": EOT}
+    else:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(name)
+        meta = {"tokenizer": "hf", "name": name, "vocab_size": len(tok), "eos": tok.eos_token_id}
+    return meta, codec(meta)[0]

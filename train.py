@@ -29,7 +29,7 @@ from configurator import ConfigError, parse
 from dataset import DataError, load_meta, open_split
 from hardware import peak_flops, resolve_device, resolve_dtype
 from loader import TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
-from model import GPT, GPTConfig
+from model import GPT, PROBE_FIELDS, GPTConfig
 
 # Fields that fix which tokens each step sees: a resume must not change them.
 DATA_ORDER_FIELDS = ("dataset", "data_seed", "sampling", "batch_size", "gradient_accumulation_steps")
@@ -45,6 +45,7 @@ class TrainConfig:
     eval_only: bool = False
     log_interval: int = 1
     keep_checkpoints: tuple[int, ...] = ()  # steps whose checkpoint is also kept as ckpt_<step>.pt
+    freeze_pretrained: bool = False  # frozen probe: train only preproj / content_skip / LoRA parameters
     # wandb
     wandb_log: bool = False
     wandb_project: str = "nonlinear-queries"
@@ -122,31 +123,46 @@ def evaluate(model, tokens, offsets, cfg, block_size, device, ctx, rank, world_s
 
 
 def build_model(cfg: TrainConfig, model_cfg: GPTConfig, meta: dict):
-    """(model, checkpoint or None): a new model, pretrained GPT-2 weights, or the out_dir checkpoint."""
+    """(model, checkpoint or None, origin): a new model, pretrained weights, or the out_dir checkpoint.
+    origin is the init_from that made the weights ('scratch' or a pretrained name), kept across resumes."""
     ckpt_path = Path(cfg.out_dir) / "ckpt.pt"
+    probe = {k: getattr(model_cfg, k) for k in PROBE_FIELDS}
     if cfg.init_from == "scratch":
         if ckpt_path.exists() and not cfg.eval_only:
             raise ConfigError(f"{ckpt_path} exists: continue it with --init_from=resume, or choose another out_dir")
-        model, ckpt = GPT(model_cfg), None
+        model, ckpt, origin = GPT(model_cfg), None, "scratch"
     elif cfg.init_from == "resume":
-        ckpt = checkpoint.load(ckpt_path, required=("model", "model_args", "config", "optimizer", "iter_num"))
-        mismatched = [f"{k} (checkpoint {v!r}, config {getattr(model_cfg, k)!r})"
-                      for k, v in ckpt["model_args"].items() if k != "dropout" and getattr(model_cfg, k) != v]
+        ckpt = checkpoint.load(ckpt_path, required=("model", "model_args", "config", "optimizer", "iter_num", "origin"))
+        origin = ckpt["origin"]
+        # A pretrained model's shape comes from its weights, so only the probe fields are the config's to set.
+        fields = ckpt["model_args"] if origin == "scratch" else probe
+        mismatched = [f"{k} (checkpoint {ckpt['model_args'][k]!r}, config {getattr(model_cfg, k)!r})"
+                      for k in fields if k != "dropout" and getattr(model_cfg, k) != ckpt["model_args"][k]]
         mismatched += [f"{k} (checkpoint {ckpt['config'][k]!r}, config {getattr(cfg, k)!r})"
                        for k in DATA_ORDER_FIELDS if ckpt["config"][k] != getattr(cfg, k)]
         if mismatched:
             raise ConfigError(f"cannot resume {ckpt_path} with a different setup: {'; '.join(mismatched)}")
-        model = GPT(model_cfg)
+        model = GPT(GPTConfig(**{**ckpt["model_args"], "dropout": model_cfg.dropout}))
         model.load_state_dict(checkpoint.clean_state_dict(ckpt["model"]))
-    elif cfg.init_from.startswith("gpt2") or Path(cfg.init_from).is_dir():
-        model, ckpt = GPT.from_pretrained(cfg.init_from, dropout=model_cfg.dropout), None
+    elif cfg.init_from.startswith(("gpt2", "EleutherAI/")) or Path(cfg.init_from).is_dir():
+        model, ckpt, origin = GPT.from_pretrained(cfg.init_from, **probe), None, cfg.init_from
     else:
-        raise ConfigError(f"init_from={cfg.init_from!r} is invalid: use scratch, resume, a GPT-2 name "
-                          "(gpt2, gpt2-medium, gpt2-large, gpt2-xl) or a local HF model directory")
+        raise ConfigError(f"init_from={cfg.init_from!r} is invalid: use scratch, resume, a GPT-2 name (gpt2, "
+                          "gpt2-medium, gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory")
     if meta["vocab_size"] > model.config.vocab_size:
         raise ConfigError(f"the dataset's meta.json has vocab_size={meta['vocab_size']} but the model has "
                           f"vocab_size={model.config.vocab_size}: set vocab_size >= {meta['vocab_size']}")
-    return model, ckpt
+    if model_cfg.block_size > model.config.block_size:
+        raise ConfigError(f"block_size={model_cfg.block_size} exceeds the model's context of {model.config.block_size}")
+    if cfg.freeze_pretrained:
+        if origin == "scratch":
+            raise ConfigError("freeze_pretrained=True needs pretrained weights: set init_from to a GPT-2 or Pythia "
+                              "name or a local HF directory")
+        for name, p in model.named_parameters():
+            p.requires_grad = GPT.is_added(name)
+        if not any(p.requires_grad for p in model.parameters()):
+            raise ConfigError("freeze_pretrained=True leaves nothing to train: set preproj, content_skip or lora_rank")
+    return model, ckpt, origin
 
 
 def main(argv=None):
@@ -195,7 +211,7 @@ def run(argv):
     train_eval_offsets = fixed_offsets(len(train_tokens), block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY)
 
     torch.manual_seed(cfg.seed)  # model init only; the data never reads this generator
-    model, ckpt = build_model(cfg, model_cfg, meta)
+    model, ckpt, origin = build_model(cfg, model_cfg, meta)
     model_cfg = model.config
     model.to(device)
     ctx = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
@@ -222,10 +238,11 @@ def run(argv):
     resolved = {**asdict(cfg), **model_cfg.to_dict()}
     metrics_path = out_dir / "metrics.jsonl"
     wandb_id = ckpt.get("wandb_id") if ckpt else None
-    tokenizer_meta = {k: meta[k] for k in ("tokenizer", "chars") if k in meta}  # lets sample.py decode
+    tokenizer_meta = {k: meta[k] for k in ("tokenizer", "chars", "name") if k in meta}  # for sample.py, eval.py
     if master:
         print(json.dumps(resolved, indent=1))
-        print(f"{raw_model.num_params():,} non-embedding parameters; {world_size} process(es) x {accum} micro-steps "
+        trainable = sum(p.numel() for p in raw_model.parameters() if p.requires_grad)
+        print(f"{raw_model.num_params():,} non-embedding parameters, {trainable:,} trainable; {world_size} process(es) x {accum} micro-steps "
               f"x {cfg.batch_size} x {block_size} = {block_size * cfg.batch_size * cfg.gradient_accumulation_steps:,} "
               f"tokens/step; peak {peak and f'{peak:.3g}'} FLOP/s ({peak_source})")
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -251,7 +268,7 @@ def run(argv):
     def save(it):
         state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
                  "model_args": model_cfg.to_dict(), "config": asdict(cfg), "iter_num": it, "wandb_id": wandb_id,
-                 "tokenizer": tokenizer_meta}
+                 "tokenizer": tokenizer_meta, "origin": origin}
         checkpoint.save(state, out_dir / "ckpt.pt")
         if it in cfg.keep_checkpoints:
             checkpoint.save(state, out_dir / f"ckpt_{it:06d}.pt")

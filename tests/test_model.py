@@ -195,3 +195,84 @@ def test_compile_smoke():
     loss.backward()
     torch.testing.assert_close(loss, eager_loss, atol=1e-5, rtol=1e-5)
     assert model.transformer.h[0].attn.query.w2.weight.grad is not None
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_hf_gpt_neox_parity(tmp_path, parallel):
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.GPTNeoXConfig(
+        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        max_position_embeddings=48, rotary_pct=0.25, use_parallel_residual=parallel)
+    torch.manual_seed(0)
+    hf = transformers.GPTNeoXForCausalLM(hf_config).eval()
+    with torch.no_grad():  # HF zero-inits biases; random ones catch a wrong bias layout
+        for name, p in hf.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.1)
+    hf.save_pretrained(tmp_path)
+    ours = GPT.from_pretrained(str(tmp_path)).eval()
+    assert ours.config.rotary_dims == 2 and ours.config.parallel_residual == parallel
+    idx = torch.randint(0, 96, (2, 48))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(idx)[0], hf(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_preprojection_and_content_skip_wiring():
+    model = tiny(preproj=True, content_skip=True)
+    block = model.transformer.h[0]
+    assert block.preproj.up.weight.shape == (40, 32)  # hidden 1.25 d
+    assert block.skip.weight.std().item() == pytest.approx(1e-4, rel=0.2)
+    assert block.preproj.up.weight.std().item() == pytest.approx(0.01, rel=0.2)
+    with torch.no_grad():
+        block.skip.weight.normal_(0, 0.1)  # large enough to matter in the comparison below
+        x = torch.randn(2, 9, 32)
+        h = block.ln_1(x)
+        xt = h + block.preproj.down(F.silu(block.preproj.up(h)))
+        out = x + block.attn(xt) + block.skip(xt)
+        out = out + block.mlp(block.ln_2(out))
+        torch.testing.assert_close(block(x), out)
+
+
+@pytest.mark.parametrize("kw", [dict(preproj=True, content_skip=True), dict(lora_rank=4)])
+def test_new_modules_keep_causality_and_cache_parity(kw):
+    model = tiny("residual_gelu", pos_embedding="rotary", **kw)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if GPT.is_added(name):
+                p.normal_(0, 0.05)  # LoRA's B starts at zero: make every added path active
+    prompt = torch.randint(0, TINY["vocab_size"], (1, 6))
+    assert torch.equal(model.generate(prompt, 30, temperature=0), model.generate(prompt, 30, temperature=0, use_cache=False))
+    idx = torch.randint(0, TINY["vocab_size"], (1, 20))
+    changed = idx.clone()
+    changed[:, 15:] = (changed[:, 15:] + 1) % TINY["vocab_size"]
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx)[0][:, :15], model(changed)[0][:, :15], atol=0, rtol=0)
+
+
+def test_lora_starts_as_the_identity_update_and_counts():
+    base, lora = tiny(seed=3), tiny(seed=3, lora_rank=4)
+    lora.load_state_dict(base.state_dict(), strict=False)
+    idx = torch.randint(0, TINY["vocab_size"], (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(lora(idx)[0], base(idx)[0])
+    d = TINY["n_embd"]
+    added = sum(p.numel() for n, p in lora.named_parameters() if GPT.is_added(n))
+    assert added == TINY["n_layer"] * 4 * ((d + 3 * d) + (d + d))
+    assert lora.num_params() - base.num_params() == added
+    assert lora.flops_per_token(32) - base.flops_per_token(32) == 3 * 2 * added
+    assert {n.split(".")[-2] for n, p in lora.named_parameters() if GPT.is_added(n)} == {"lora_attn", "lora_proj"}
+
+
+def test_pretrained_import_with_a_probe_keeps_the_base_model(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32,
+                                                         vocab_size=50)).save_pretrained(tmp_path)
+    plain = GPT.from_pretrained(str(tmp_path)).eval()
+    probe = GPT.from_pretrained(str(tmp_path), content_skip=True, lora_rank=2).eval()
+    idx = torch.randint(0, 50, (1, 16))
+    with torch.no_grad():
+        for block in probe.transformer.h:
+            block.skip.weight.zero_()
+        torch.testing.assert_close(probe(idx)[0], plain(idx)[0])  # B = 0 and W_skip = 0: the same function
+    base = {n: p for n, p in probe.named_parameters() if not GPT.is_added(n)}
+    assert all(torch.equal(p, dict(plain.named_parameters())[n]) for n, p in base.items())

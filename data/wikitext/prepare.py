@@ -1,0 +1,50 @@
+"""WikiText-103 for the frozen probe of arXiv 2604.10791: the first 2000 train lines longer than 50
+characters (train.bin) and the first 300 validation lines longer than 50 characters (val.bin), one
+EOS after each line, in the tokenizer of the model to be probed.
+
+python data/wikitext/prepare.py                                                    # GPT-2 BPE
+python data/wikitext/prepare.py --tokenizer EleutherAI/pythia-160m --out_dir data/wikitext_pythia
+python data/wikitext/prepare.py --train_file train.jsonl --val_file val.jsonl      # local rows {"text": ...}
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
+
+from dataset import DataError, write_dataset  # noqa: E402
+from evaldata import wikitext_lines  # noqa: E402
+from tokenizer import load_tokenizer  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tokenizer", default="gpt2", help="'gpt2' (offline BPE) or a HF tokenizer name/directory")
+    p.add_argument("--train_file", help="local JSONL rows with a 'text' field (default: the hub)")
+    p.add_argument("--val_file", help="local JSONL rows with a 'text' field (default: the hub)")
+    p.add_argument("--train_lines", type=int, default=2000)
+    p.add_argument("--val_lines", type=int, default=300)
+    p.add_argument("--min_chars", type=int, default=51, help="at least this many characters (the paper: longer than 50)")
+    p.add_argument("--out_dir", default=str(HERE))
+    p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
+    args = p.parse_args(argv)
+    try:
+        meta, encode = load_tokenizer(args.tokenizer)
+        splits = {}
+        for split, hub_split, path, n in (("train", "train", args.train_file, args.train_lines),
+                                          ("val", "validation", args.val_file, args.val_lines)):
+            lines = wikitext_lines(hub_split, args.min_chars, n, path)
+            splits[split] = [np.array(encode(line) + [meta["eos"]]) for line in lines]
+        meta = write_dataset(args.out_dir, splits, {**meta, "source": args.train_file or "Salesforce/wikitext"},
+                             force=args.force)
+    except DataError as e:
+        sys.exit(f"error: {e}")
+    print(f"train {meta['tokens']['train']:,} tokens, val {meta['tokens']['val']:,} tokens -> {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Zero-shot evaluation with arXiv 2604.10791's protocol: LAMBADA, HellaSwag, ARC-Easy and WikiText-103
+perplexity, for a checkpoint of this project (any variant) or imported GPT-2 / Pythia weights.
+
+    python eval.py --out_dir=out-probe-pythia160m                      # the run's checkpoint, 500 items per task
+    python eval.py --init_from=EleutherAI/pythia-160m --tasks="('lambada','wikitext')"
+    python eval.py --out_dir=out-probe-gpt2 --lambada_file=lambada.jsonl --limit=None   # local data
+
+LAMBADA: greedy decoding must reproduce every token of the last word. HellaSwag / ARC-Easy: the ending
+with the highest log-likelihood (acc) and with the highest log-likelihood per character (acc_norm).
+WikiText: the first 300 validation lines of >= 50 characters and >= 10 tokens, each cut to 512 tokens;
+ppl is exp of the mean per-line loss (the paper's), ppl_tokens exp of the per-token mean.
+"""
+
+import json
+import math
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import checkpoint
+import evaldata
+from configurator import ConfigError, parse
+from dataset import DataError
+from hardware import resolve_device, resolve_dtype
+from model import GPT
+from tokenizer import codec
+
+TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
+
+
+@dataclass
+class EvalConfig:
+    init_from: str = "resume"  # 'resume' (out_dir/ckpt.pt), a GPT-2 or Pythia name, or a local HF directory
+    out_dir: str = "out"
+    tasks: tuple[str, ...] = TASKS
+    limit: int | None = 500  # items per task (the paper used 500); None: all
+    wikitext_lines: int = 300
+    wikitext_min_chars: int = 50
+    wikitext_min_tokens: int = 10
+    ppl_len: int = 512
+    batch_size: int = 16
+    lambada_file: str | None = None  # local JSONL copies of the data (the hub's fields); None: the hub
+    hellaswag_file: str | None = None
+    arc_easy_file: str | None = None
+    wikitext_file: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    out: str | None = None  # results JSON; None: out_dir/eval.json for a checkpoint, else eval.json
+
+
+@torch.no_grad()
+def loglikelihoods(model, requests, batch_size):
+    """For each (context ids, continuation ids): (sum of log p(continuation | context), whether greedy
+    decoding reproduces the continuation). Over-long sequences keep their last block_size + 1 tokens."""
+    bs = model.config.block_size
+    device = next(model.parameters()).device
+    out = [None] * len(requests)
+    order = sorted(range(len(requests)), key=lambda i: -(len(requests[i][0]) + len(requests[i][1])))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        seqs = [(requests[i][0] + requests[i][1])[-(bs + 1):] for i in chunk]
+        x = torch.zeros(len(seqs), max(len(s) for s in seqs) - 1, dtype=torch.long)
+        for j, s in enumerate(seqs):  # right padding: causal attention never looks at it
+            x[j, :len(s) - 1] = torch.tensor(s[:-1])
+        logp = model(x.to(device))[0].float().log_softmax(-1).cpu()
+        for j, i in enumerate(chunk):
+            s, n = seqs[j], len(requests[i][1])
+            if n > len(s) - 1:
+                raise ValueError(f"a continuation of {n} tokens does not fit the model's context of {bs}")
+            rows, target = logp[j, len(s) - 1 - n:len(s) - 1], torch.tensor(s[-n:])
+            out[i] = (rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all()))
+    return out
+
+
+def lambada(model, encode, items, batch_size):
+    requests = []
+    for item in items:
+        context, word = item["text"].rsplit(" ", 1)
+        requests.append((encode(context), encode(" " + word)))
+    hits = [greedy for _, greedy in loglikelihoods(model, requests, batch_size)]
+    return {"acc": sum(hits) / len(hits), "n": len(hits)}
+
+
+def multiple_choice(model, encode, items, batch_size):
+    requests = [(encode(item["context"]), encode(e)) for item in items for e in item["endings"]]
+    scores = iter(loglikelihoods(model, requests, batch_size))
+    acc = acc_norm = 0
+    for item in items:
+        lps = [next(scores)[0] for _ in item["endings"]]
+        per_char = [lp / len(e) for lp, e in zip(lps, item["endings"])]
+        acc += max(range(len(lps)), key=lps.__getitem__) == item["label"]
+        acc_norm += max(range(len(lps)), key=per_char.__getitem__) == item["label"]
+    return {"acc": acc / len(items), "acc_norm": acc_norm / len(items), "n": len(items)}
+
+
+def perplexity(model, encode, lines, max_len, batch_size):
+    ids = [encode(line)[:min(max_len, model.config.block_size + 1)] for line in lines]
+    results = loglikelihoods(model, [(x[:1], x[1:]) for x in ids], batch_size)
+    per_line = [-lp / (len(x) - 1) for (lp, _), x in zip(results, ids)]
+    total = sum(-lp for lp, _ in results) / sum(len(x) - 1 for x in ids)
+    return {"ppl": math.exp(sum(per_line) / len(per_line)), "ppl_tokens": math.exp(total), "n": len(ids)}
+
+
+def run_task(task, model, encode, cfg: EvalConfig):
+    path = getattr(cfg, f"{task}_file")
+    if task == "wikitext":
+        lines = [t for t in evaldata.wikitext_lines("validation", cfg.wikitext_min_chars, None, path)
+                 if len(encode(t)) >= cfg.wikitext_min_tokens][:cfg.wikitext_lines]
+        if not lines:
+            raise DataError(f"no WikiText line has >= {cfg.wikitext_min_chars} characters and >= "
+                            f"{cfg.wikitext_min_tokens} tokens")
+        return perplexity(model, encode, lines, cfg.ppl_len, cfg.batch_size)
+    items = []
+    for item in evaldata.items(task, path):
+        items.append(item)
+        if len(items) == cfg.limit:
+            break
+    if not items:
+        raise DataError(f"{task}: no items in {path or evaldata.HUB[task][0]}")
+    scorer = lambada if task == "lambada" else multiple_choice
+    return scorer(model, encode, items, cfg.batch_size)
+
+
+def load(cfg: EvalConfig):
+    """(model, encode)."""
+    if cfg.init_from == "resume":
+        model, ckpt = checkpoint.load_model(Path(cfg.out_dir) / "ckpt.pt")
+        meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
+    elif cfg.init_from.startswith(("gpt2", "EleutherAI/")) or Path(cfg.init_from).is_dir():
+        model = GPT.from_pretrained(cfg.init_from)
+        # GPT-2 names, and local directories saved without a tokenizer, use GPT-2 BPE; others their own.
+        local = Path(cfg.init_from).is_dir()
+        own = (Path(cfg.init_from) / "tokenizer_config.json").exists() if local else not cfg.init_from.startswith("gpt2")
+        meta = {"tokenizer": "hf", "name": cfg.init_from} if own else {"tokenizer": "gpt2"}
+    else:
+        raise ConfigError(f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a HF directory")
+    encode, vocab = codec(meta)[0], model.config.vocab_size
+
+    def checked(text):
+        ids = encode(text)
+        if ids and max(ids) >= vocab:
+            raise DataError(f"the tokenizer ({meta['tokenizer']}) gives id {max(ids)} but the model has vocab_size="
+                            f"{vocab}: evaluate with the tokenizer the model was trained with")
+        return ids
+
+    return model, checked
+
+
+def main(argv=None):
+    try:
+        (cfg,) = parse(sys.argv[1:] if argv is None else argv, EvalConfig)
+        unknown = [t for t in cfg.tasks if t not in TASKS]
+        if unknown:
+            raise ConfigError(f"unknown task(s) {unknown}: tasks are {', '.join(TASKS)}")
+        device = resolve_device(cfg.device)
+        try:
+            dtype = resolve_dtype(cfg.dtype, device.split(":")[0])
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        model, encode = load(cfg)
+        model.eval().to(device)
+        ctx = nullcontext() if dtype == torch.float32 else torch.autocast(device.split(":")[0], dtype=dtype)
+        results = {}
+        with ctx:
+            for task in cfg.tasks:
+                results[task] = run_task(task, model, encode, cfg)
+                print(f"{task}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                              for k, v in results[task].items()), flush=True)
+    except (ConfigError, DataError, checkpoint.CheckpointError) as e:
+        sys.exit(f"error: {e}")
+    out = Path(cfg.out or (Path(cfg.out_dir) / "eval.json" if cfg.init_from == "resume" else "eval.json"))
+    out.write_text(json.dumps({"init_from": cfg.init_from, "out_dir": cfg.out_dir, "results": results}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Evaluation data: LAMBADA, HellaSwag, ARC-Easy and WikiText-103, from the hub by default or from a
+local JSONL file whose rows have the hub dataset's own fields (so a saved copy of the hub data works).
+
+Each loader returns plain items:
+  lambada    {"text"}                                  last word predicted from the rest
+  hellaswag  {"context", "endings", "label"}           4 endings
+  arc_easy   {"context", "endings", "label"}           3-5 answers
+  wikitext   {"text"}                                  one line of the article text
+"""
+
+import json
+from pathlib import Path
+
+from dataset import DataError
+
+HUB = {  # task: (dataset, config, split)
+    "lambada": ("EleutherAI/lambada_openai", "default", "test"),
+    "hellaswag": ("Rowan/hellaswag", None, "validation"),
+    "arc_easy": ("allenai/ai2_arc", "ARC-Easy", "test"),
+    "wikitext": ("Salesforce/wikitext", "wikitext-103-raw-v1", "validation"),
+}
+FIELDS = {"lambada": ("text",), "hellaswag": ("ctx", "endings", "label"),
+          "arc_easy": ("question", "choices", "answerKey"), "wikitext": ("text",)}
+
+
+def rows(task: str, path: str | None = None, split: str | None = None):
+    """The raw rows of a task, from a local JSONL file or the hub."""
+    if path:
+        if not Path(path).is_file():
+            raise DataError(f"{task} file {path}: no such file")
+        with open(path) as f:
+            data = [json.loads(line) for line in f if line.strip()]
+    else:
+        import datasets
+
+        name, config, default_split = HUB[task]
+        data = datasets.load_dataset(name, config, split=split or default_split)
+    for i, row in enumerate(data):
+        missing = [f for f in FIELDS[task] if f not in row]
+        if missing:
+            raise DataError(f"{task} row {i} of {path or HUB[task][0]} lacks {missing}: rows need {list(FIELDS[task])}")
+        yield row
+
+
+def items(task: str, path: str | None = None, split: str | None = None):
+    for row in rows(task, path, split):
+        if task in ("lambada", "wikitext"):
+            yield {"text": row["text"]}
+        elif task == "hellaswag":
+            yield {"context": row["ctx"], "endings": [" " + e for e in row["endings"]], "label": int(row["label"])}
+        else:
+            labels = list(row["choices"]["label"])
+            yield {"context": f"Question: {row['question']}\nAnswer:",
+                   "endings": [" " + t for t in row["choices"]["text"]], "label": labels.index(row["answerKey"])}
+
+
+def wikitext_lines(split: str, min_chars: int, limit: int | None = None, path: str | None = None):
+    """The first `limit` (None: all) lines of a WikiText split with at least min_chars characters, stripped."""
+    out = []
+    for row in rows("wikitext", path, split):
+        text = row["text"].strip()
+        if len(text) >= min_chars:
+            out.append(text)
+            if len(out) == limit:
+                break
+    return out

@@ -1,0 +1,199 @@
+import json
+import math
+import string
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import analyze_skip
+import checkpoint
+import eval as evaluate
+import train
+from configurator import parse
+from dataset import open_split, write_dataset
+from model import GPT, GPTConfig
+from tokenizer import EOT, codec, gpt2_encoding
+
+transformers = pytest.importorskip("transformers")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tokens")
+    g = torch.Generator().manual_seed(0)
+    write_dataset(out, {"train": [torch.randint(0, 80, (5000,), generator=g).numpy()],
+                        "val": [torch.randint(0, 80, (1000,), generator=g).numpy()]},
+                  {"tokenizer": "gpt2", "vocab_size": 80})
+    return out
+
+
+def pretrained(tmp_path, kind):
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64,
+                                                                  vocab_size=80))
+    else:
+        hf = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+            vocab_size=80, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=64, rotary_pct=0.25))
+    path = tmp_path / kind
+    hf.save_pretrained(path)
+    return path
+
+
+def probe_args(data_dir, out_dir, init_from, **kw):
+    args = dict(init_from=init_from, dataset=data_dir, out_dir=out_dir, freeze_pretrained=True, preproj=True,
+                content_skip=True, block_size=32, batch_size=4, gradient_accumulation_steps=1, max_iters=3,
+                eval_interval=3, eval_iters=1, warmup_iters=1, learning_rate=1e-2, weight_decay=0.0,
+                device="cpu", compile=False, cpu_peak_flops=1e11)
+    args.update(kw)
+    return [f"--{k}={v}" for k, v in args.items()]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "neox"])
+def test_frozen_probe_trains_only_the_new_parameters(data_dir, tmp_path, kind, capsys):
+    path = pretrained(tmp_path, kind)
+    train.main(probe_args(data_dir, tmp_path / "run", path))
+    assert "trainable" in capsys.readouterr().out
+    before = GPT.from_pretrained(str(path)).state_dict()
+    after = checkpoint.load(tmp_path / "run" / "ckpt.pt")["model"]
+    frozen = [k for k in after if not GPT.is_added(k)]
+    added = [k for k in after if GPT.is_added(k)]
+    assert frozen and added
+    assert all(torch.equal(after[k], before[k]) for k in frozen)
+    fresh = GPT.from_pretrained(str(path), preproj=True, content_skip=True)
+    assert all(after[k].shape == fresh.state_dict()[k].shape for k in added)
+    assert not torch.equal(after["transformer.h.0.skip.weight"], torch.zeros_like(after["transformer.h.0.skip.weight"]))
+
+    train.main(probe_args(data_dir, tmp_path / "run", "resume", max_iters=5))  # resume keeps the import's shape
+    assert checkpoint.load(tmp_path / "run" / "ckpt.pt")["iter_num"] == 5
+
+
+def test_lora_probe_and_probe_errors(data_dir, tmp_path):
+    path = pretrained(tmp_path, "gpt2")
+    train.main(probe_args(data_dir, tmp_path / "lora", path, preproj=False, content_skip=False, lora_rank=4))
+    state = checkpoint.load(tmp_path / "lora" / "ckpt.pt")["model"]
+    assert any("lora_attn" in k for k in state) and not any(".skip." in k for k in state)
+
+    for args, message in [
+        (probe_args(data_dir, tmp_path / "a", "scratch", vocab_size=80), "needs pretrained weights"),
+        (probe_args(data_dir, tmp_path / "b", path, preproj=False, content_skip=False), "leaves nothing to train"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            train.main(args)
+        assert message in str(e.value.code)
+
+
+def test_probe_configs_parse():
+    for name in ("probe_pythia160m", "probe_pythia160m_lora", "probe_pythia410m", "probe_gpt2", "probe_gpt2_medium"):
+        cfg, model_cfg = parse([str(ROOT / "config" / f"{name}.py")], train.TrainConfig, GPTConfig)
+        assert cfg.freeze_pretrained and cfg.max_iters == 500 and cfg.learning_rate == 1e-5 and cfg.batch_size == 16
+        assert model_cfg.block_size == 512 and (model_cfg.lora_rank == 480) == name.endswith("lora")
+
+
+class Successor(torch.nn.Module):
+    """A bigram model over characters that predicts each letter's successor (z -> space -> a) with
+    probability near 1, or, uniform=True, every character equally: answers known by construction."""
+
+    chars = " " + string.ascii_lowercase
+
+    def __init__(self, uniform=False):
+        super().__init__()
+        n = len(self.chars)
+        table = torch.zeros(n, n) if uniform else torch.full((n, n), -20.0)
+        if not uniform:
+            for i in range(n):
+                table[i, (i + 1) % n] = 0.0
+        self.table = torch.nn.Parameter(table)
+        self.config = SimpleNamespace(block_size=16)
+
+    def forward(self, idx):
+        return self.table[idx], None
+
+
+def encode_chars(text):
+    return codec({"tokenizer": "char", "chars": Successor.chars})[0](text)
+
+
+def test_scoring_on_items_with_known_answers():
+    model = Successor()
+    items = [{"text": "uvwxyz abc"}, {"text": "uvwxyz abd"}, {"text": "ghij klm"}]
+    assert evaluate.lambada(model, encode_chars, items, batch_size=2) == {"acc": pytest.approx(1 / 3), "n": 3}
+    items = [{"context": "abc", "endings": ["x", "de", "dx", "zz"], "label": 1},  # both scores right
+             {"context": "mno", "endings": ["pqr", "a", "pa"], "label": 0},  # both right
+             {"context": "mno", "endings": ["pq", "a"], "label": 1},  # both wrong
+             # one bad step (-20) against three in 14 characters (-60, but -4.3 per character)
+             {"context": "mno", "endings": ["a", "pqrstuvwxyzaaa"], "label": 1}]
+    result = evaluate.multiple_choice(model, encode_chars, items, batch_size=3)
+    assert result == {"acc": 0.5, "acc_norm": 0.75, "n": 4}
+    lines = ["the quick brown fox", "jumps over the lazy dog and a long tail " * 3]
+    ppl = evaluate.perplexity(Successor(uniform=True), encode_chars, lines, max_len=20, batch_size=2)
+    assert ppl["ppl"] == pytest.approx(27) and ppl["ppl_tokens"] == pytest.approx(27) and ppl["n"] == 2
+    # 'abcdef' follows the successor rule: one bad step in 5 costs ~20 nats, averaged per line vs per token.
+    ppl = evaluate.perplexity(model, encode_chars, ["abcdef", "abcdxf"], max_len=20, batch_size=2)
+    assert math.log(ppl["ppl"]) == pytest.approx((0 + 40 / 5) / 2, rel=1e-3)
+
+
+def test_eval_cli_on_local_files(data_dir, tmp_path):
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64)
+                                 ).save_pretrained(tmp_path / "gpt2")  # the real vocabulary, so GPT-2 BPE fits
+    files = {
+        "lambada": [{"text": "the cat sat on the mat"}, {"text": "one two three four"}],
+        "hellaswag": [{"ctx": "He opened the door", "endings": ["and left.", "a", "b", "c"], "label": "0"}],
+        "arc_easy": [{"question": "What is 2+2?", "choices": {"text": ["4", "5"], "label": ["A", "B"]},
+                      "answerKey": "A"}],
+        "wikitext": [{"text": " = Title = \n"}, {"text": "A line of article text that is long enough to count here."}],
+    }
+    args = [f"--init_from={tmp_path / 'gpt2'}", f"--out={tmp_path / 'eval.json'}", "--device=cpu",
+            "--wikitext_min_tokens=5"]
+    for task, rows in files.items():
+        (tmp_path / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        args.append(f"--{task}_file={tmp_path / f'{task}.jsonl'}")
+    evaluate.main(args)
+    results = json.loads((tmp_path / "eval.json").read_text())["results"]
+    assert results["lambada"]["n"] == 2 and results["hellaswag"]["n"] == 1 and results["wikitext"]["n"] == 1
+    assert results["wikitext"]["ppl"] > 1 and 0 <= results["arc_easy"]["acc_norm"] <= 1
+
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"sentence": "x"}) + "\n")
+    small = pretrained(tmp_path, "gpt2")  # vocab 80: GPT-2 BPE ids do not fit
+    train.main(probe_args(data_dir, tmp_path / "run", small, max_iters=1, eval_interval=1))
+    for extra, message in [(["--tasks=('squad',)"], "unknown task(s) ['squad']"),
+                           ([f"--init_from=resume", f"--out_dir={tmp_path / 'run'}"], "but the model has vocab_size=80"),
+                           ([f"--lambada_file={tmp_path / 'bad.jsonl'}", "--tasks=('lambada',)"], "lacks ['text']")]:
+        with pytest.raises(SystemExit) as e:
+            evaluate.main(args + extra)
+        assert message in str(e.value.code)
+
+
+def test_wikitext_prepare_from_local_files(tmp_path):
+    rows = [" = Heading = ", "x" * 50, "A" * 51, "short", "B" * 60 + " words", "C" * 70]
+    for split in ("train", "val"):
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"text": r + "\n"}) + "\n" for r in rows))
+    r = subprocess.run([sys.executable, ROOT / "data/wikitext/prepare.py", "--train_file", tmp_path / "train.jsonl",
+                        "--val_file", tmp_path / "val.jsonl", "--train_lines", "2", "--out_dir", tmp_path / "out"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    enc = gpt2_encoding()
+    expected = enc.encode_ordinary("A" * 51) + [EOT] + enc.encode_ordinary("B" * 60 + " words") + [EOT]
+    assert open_split(tmp_path / "out", "train").tolist() == expected  # > 50 characters, first 2 only
+
+
+def test_skip_norm_analysis(data_dir, tmp_path, capsys):
+    path = pretrained(tmp_path, "gpt2")
+    train.main(probe_args(data_dir, tmp_path / "run", path, max_iters=1, eval_interval=1))
+    state = checkpoint.load(tmp_path / "run" / "ckpt.pt")["model"]
+    capsys.readouterr()
+    analyze_skip.main([f"--out_dir={tmp_path / 'run'}", f"--png={tmp_path / 'n.png'}"])
+    out = capsys.readouterr().out
+    for i in range(2):
+        assert f"| {i} | {state[f'transformer.h.{i}.skip.weight'].norm().item():.4f} |" in out
+    assert (tmp_path / "n.png").read_bytes()[:4] == b"\x89PNG"
+    train.main(probe_args(data_dir, tmp_path / "plain", path, max_iters=1, eval_interval=1, content_skip=False))
+    with pytest.raises(SystemExit) as e:
+        analyze_skip.main([f"--out_dir={tmp_path / 'plain'}", "--png="])
+    assert "has no content skip" in str(e.value.code)
