@@ -87,8 +87,10 @@ class Subject:
         with self.ctx:
             prefill = timed(lambda: self.model(self.prompt, cache=cache, last_only=True), self.device)
             tok = self.prompt[:, -1:]
-            decode = timed(lambda: [self.model(tok, cache=cache, last_only=True) for _ in range(self.cfg.decode_tokens)],
-                           self.device)
+            decode = timed(
+                lambda: [self.model(tok, cache=cache, last_only=True) for _ in range(self.cfg.decode_tokens)],
+                self.device,
+            )
         self.model.train()
         return prefill, self.cfg.decode_tokens / decode
 
@@ -96,8 +98,10 @@ class Subject:
     def recompute_rate(self):
         self.model.eval()
         with self.ctx:
-            t = timed(lambda: self.model.generate(self.prompt, self.cfg.decode_tokens, temperature=0, use_cache=False),
-                      self.device)
+            t = timed(
+                lambda: self.model.generate(self.prompt, self.cfg.decode_tokens, temperature=0, use_cache=False),
+                self.device,
+            )
         self.model.train()
         return self.cfg.decode_tokens / t
 
@@ -121,7 +125,9 @@ def run(cfg: BenchConfig):
     cfg.prompt_len = cfg.prompt_len or min(256, block_size // 2)
     cfg.decode_tokens = cfg.decode_tokens or min(64, block_size - cfg.prompt_len)
     if cfg.prompt_len + cfg.decode_tokens > block_size:
-        raise ConfigError(f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds block_size={block_size}")
+        raise ConfigError(
+            f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds block_size={block_size}"
+        )
     peak, peak_source = peak_flops(device, dtype, cfg.cpu_peak_flops)
 
     subjects = {m: Subject(m, cfg, device, dtype) for m in cfg.modes}
@@ -133,7 +139,7 @@ def run(cfg: BenchConfig):
         for m, s in subjects.items():
             if device_type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
-            raw[m]["train_s"].append(timed(lambda: [s.train_step() for _ in range(cfg.steps)], device) / cfg.steps)
+            raw[m]["train_s"].append(timed(lambda s=s: [s.train_step() for _ in range(cfg.steps)], device) / cfg.steps)
             if device_type == "cuda":
                 raw[m]["peak_mem"] = torch.cuda.max_memory_allocated(device)
             prefill, decode = s.inference()
@@ -159,37 +165,57 @@ def run(cfg: BenchConfig):
         r["train_ratio"] = r["train_step_s"]["median"] / ref["train_step_s"]["median"]
         r["prefill_ratio"] = r["prefill_s"]["median"] / ref["prefill_s"]["median"]
         r["decode_ratio"] = r["decode_tokens_per_s"]["median"] / ref["decode_tokens_per_s"]["median"]
-    report = {"config": asdict(cfg), "device": torch.cuda.get_device_name(device) if device_type == "cuda" else "cpu",
-              "dtype": str(dtype), "torch": torch.__version__, "peak_flops": peak, "peak_source": peak_source,
-              "results": results}
+    report = {
+        "config": asdict(cfg),
+        "device": torch.cuda.get_device_name(device) if device_type == "cuda" else "cpu",
+        "dtype": str(dtype),
+        "torch": torch.__version__,
+        "peak_flops": peak,
+        "peak_source": peak_source,
+        "results": results,
+    }
     if cfg.recompute:
         report["linear_generate_no_cache_tokens_per_s"] = subjects["linear"].recompute_rate()
     return report
 
 
+def spread(summary, scale=1.0):
+    return f"{summary['median'] * scale:.1f} [{summary['min'] * scale:.1f}-{summary['max'] * scale:.1f}]"
+
+
 def markdown(report):
     c = report["config"]
-    lines = [f"{c['preset']} on {report['device']} ({report['dtype']}, compile={c['compile']}), train batch "
-             f"{c['batch_size']}, prompt {c['prompt_len']}, {c['decode_tokens']} decoded tokens; median "
-             f"[min-max] over {c['repeats']} interleaved rounds; ratios are to linear.", "",
-             "| mode | params | train ms/step | ratio | tokens/s | MFU | peak mem | prefill ms | ratio | decode tok/s | ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{c['preset']} on {report['device']} ({report['dtype']}, compile={c['compile']}), train batch "
+        f"{c['batch_size']}, prompt {c['prompt_len']}, {c['decode_tokens']} decoded tokens; median "
+        f"[min-max] over {c['repeats']} interleaved rounds; ratios are to linear.",
+        "",
+        "| mode | params | train ms/step | ratio | tokens/s | MFU | peak mem | prefill ms | ratio "
+        "| decode tok/s | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for m, r in report["results"].items():
         t, p, d = r["train_step_s"], r["prefill_s"], r["decode_tokens_per_s"]
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
         mem = f"{r['peak_mem_bytes'] / 2**30:.1f} GiB" if r["peak_mem_bytes"] else "n/a"
         lines.append(
-            f"| {m} | {r['non_embedding_params'] / 1e6:.2f}M | {t['median'] * 1e3:.1f} [{t['min'] * 1e3:.1f}-{t['max'] * 1e3:.1f}] "
+            f"| {m} | {r['non_embedding_params'] / 1e6:.2f}M | {spread(t, 1e3)} "
             f"| {r['train_ratio']:.3f} | {r['train_tokens_per_s']:,.0f} | {mfu} | {mem} "
-            f"| {p['median'] * 1e3:.1f} [{p['min'] * 1e3:.1f}-{p['max'] * 1e3:.1f}] | {r['prefill_ratio']:.3f} "
-            f"| {d['median']:.1f} [{d['min']:.1f}-{d['max']:.1f}] | {r['decode_ratio']:.3f} |")
+            f"| {spread(p, 1e3)} | {r['prefill_ratio']:.3f} "
+            f"| {spread(d)} | {r['decode_ratio']:.3f} |"
+        )
     if "linear_generate_no_cache_tokens_per_s" in report:
         rate = report["linear_generate_no_cache_tokens_per_s"]
         r = report["results"]["linear"]
-        cached = c["decode_tokens"] / (r["prefill_s"]["median"] + c["decode_tokens"] / r["decode_tokens_per_s"]["median"])
-        lines += ["", f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end: {rate:.2f} tokens/s "
-                      f"recomputing the context each token, {cached:.1f} tokens/s with the KV cache "
-                      f"({cached / rate:.1f}x)"]
+        cached = c["decode_tokens"] / (
+            r["prefill_s"]["median"] + c["decode_tokens"] / r["decode_tokens_per_s"]["median"]
+        )
+        lines += [
+            "",
+            f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end: {rate:.2f} tokens/s "
+            f"recomputing the context each token, {cached:.1f} tokens/s with the KV cache "
+            f"({cached / rate:.1f}x)",
+        ]
     return "\n".join(lines)
 
 

@@ -16,8 +16,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from configurator import ConfigError, parse
 from dataset import open_split
 from loader import TrainBatches
@@ -50,8 +48,10 @@ class DataBenchConfig:
 
 # Runs a command and prints the peak RSS (KiB) of its largest process. A fresh wrapper per command,
 # because a process's RUSAGE_CHILDREN maximum never resets.
-PEAK_RSS = "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); " \
-           "sys.stderr.write(r.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)"
+PEAK_RSS = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+    "sys.stderr.write(r.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)"
+)
 
 
 def timed_child(cmd):
@@ -78,15 +78,34 @@ def run(cfg: DataBenchConfig):
                 for _ in range(copies):
                     f.writelines(json.dumps({"text": d}) + "\n" for d in docs)
             out = tmp / f"out{copies}"
-            prep_s, prep_rss = timed_child([sys.executable, ROOT / "data/openwebtext/prepare.py", "--dataset", corpus,
-                                            "--out_dir", out, "--num_proc", str(cfg.num_proc)])
+            prep_s, prep_rss = timed_child(
+                [
+                    sys.executable,
+                    ROOT / "data/openwebtext/prepare.py",
+                    "--dataset",
+                    corpus,
+                    "--out_dir",
+                    out,
+                    "--num_proc",
+                    str(cfg.num_proc),
+                ]
+            )
             tokens = sum(json.loads((out / "meta.json").read_text())["tokens"].values())
             script = PLAIN_LOOP.format(root=str(ROOT), src=str(corpus), dst=str(tmp / "plain.bin"))
             plain_s, plain_rss = timed_child([sys.executable, "-c", script])
-            report["sizes"].append({"copies": copies, "corpus_mb": corpus.stat().st_size / 2**20, "tokens": tokens,
-                                    "prepare_s": prep_s, "prepare_tokens_per_s": tokens / prep_s,
-                                    "prepare_peak_rss_mib": prep_rss, "plain_loop_s": plain_s,
-                                    "plain_tokens_per_s": tokens / plain_s, "plain_peak_rss_mib": plain_rss})
+            report["sizes"].append(
+                {
+                    "copies": copies,
+                    "corpus_mb": corpus.stat().st_size / 2**20,
+                    "tokens": tokens,
+                    "prepare_s": prep_s,
+                    "prepare_tokens_per_s": tokens / prep_s,
+                    "prepare_peak_rss_mib": prep_rss,
+                    "plain_loop_s": plain_s,
+                    "plain_tokens_per_s": tokens / plain_s,
+                    "plain_peak_rss_mib": plain_rss,
+                }
+            )
         loader = TrainBatches(open_split(out, "train"), cfg.block_size, cfg.batch_size, 40, seed=0)
         t = time.perf_counter()
         for s in range(cfg.batches):
@@ -108,10 +127,15 @@ def main(argv=None):
     print("| corpus | tokens | prepare tok/s | prepare peak RSS | plain loop tok/s | plain loop peak RSS |")
     print("|---|---|---|---|---|---|")
     for s in report["sizes"]:
-        print(f"| {s['corpus_mb']:.1f} MiB | {s['tokens']:,} | {s['prepare_tokens_per_s']:,.0f} "
-              f"| {s['prepare_peak_rss_mib']:.0f} MiB | {s['plain_tokens_per_s']:,.0f} | {s['plain_peak_rss_mib']:.0f} MiB |")
-    print(f"\nloader: {report['loader_ms_per_batch']:.3f} ms per batch of {cfg.batch_size} x {cfg.block_size}; "
-          f"fingerprint: {report['fingerprint_ms_per_step']:.2f} ms per step of 40 micro-batches")
+        print(
+            f"| {s['corpus_mb']:.1f} MiB | {s['tokens']:,} | {s['prepare_tokens_per_s']:,.0f} "
+            f"| {s['prepare_peak_rss_mib']:.0f} MiB | {s['plain_tokens_per_s']:,.0f} "
+            f"| {s['plain_peak_rss_mib']:.0f} MiB |"
+        )
+    print(
+        f"\nloader: {report['loader_ms_per_batch']:.3f} ms per batch of {cfg.batch_size} x {cfg.block_size}; "
+        f"fingerprint: {report['fingerprint_ms_per_step']:.2f} ms per step of 40 micro-batches"
+    )
     Path(cfg.out).write_text(json.dumps(report, indent=1))
 
 

@@ -39,8 +39,10 @@ def load(path, required=("model", "model_args")) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise CheckpointError(f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint "
-                              "of this project; restore it or start again with init_from=scratch") from None
+        raise CheckpointError(
+            f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint "
+            "of this project; restore it or start again with init_from=scratch"
+        ) from None
     missing = [k for k in required if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise CheckpointError(f"{path} lacks {', '.join(missing)}: not a checkpoint of this project")
@@ -53,7 +55,7 @@ def clean_state_dict(state: dict) -> dict:
     for k, v in state.items():
         for p in PREFIXES:
             while k.startswith(p):
-                k = k[len(p):]
+                k = k[len(p) :]
         out[k] = v
     return out
 

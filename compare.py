@@ -66,9 +66,13 @@ def fingerprint_report(runs) -> str:
     for s in common:
         prints = {r.path.name: r.steps[s]["fingerprint"] for r in runs}
         if len(set(prints.values())) > 1:
-            return (f"WARNING: the runs trained on different batches (first at step {s}: {prints}); "
-                    "check dataset, data_seed, sampling, batch_size and gradient_accumulation_steps")
-    return f"all {len(runs)} runs trained on identical batches (fingerprints equal at {len(common)} common logged steps)"
+            return (
+                f"WARNING: the runs trained on different batches (first at step {s}: {prints}); "
+                "check dataset, data_seed, sampling, batch_size and gradient_accumulation_steps"
+            )
+    return (
+        f"all {len(runs)} runs trained on identical batches (fingerprints equal at {len(common)} common logged steps)"
+    )
 
 
 def table(runs, baseline: str | None, step: int | None):
@@ -88,17 +92,22 @@ def table(runs, baseline: str | None, step: int | None):
         raise CompareError(f"--baseline={baseline!r} is not an arm of these runs: arms are {sorted(arms)}")
     losses = {a: [r.evals[step]["val_loss"] for r in rs] for a, rs in arms.items()}
     base = statistics.mean(losses[baseline])
-    lines = [f"validation loss at step {step}; improvement relative to {baseline}", "",
-             "| arm | non-emb. params | val loss | runs | vs baseline | p (Welch) | tokens seen |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"validation loss at step {step}; improvement relative to {baseline}",
+        "",
+        "| arm | non-emb. params | val loss | runs | vs baseline | p (Welch) | tokens seen |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for arm, rs in sorted(arms.items(), key=lambda kv: statistics.mean(losses[kv[0]]), reverse=True):
         vals = losses[arm]
         mean = statistics.mean(vals)
         loss = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
         p = welch_p(vals, losses[baseline]) if arm != baseline else None
-        lines.append(f"| {arm} | {rs[0].non_embedding_params() / 1e6:.2f}M | {loss} | {len(vals)} "
-                     f"| {(base - mean) / base:+.2%} | {'—' if p is None else f'{p:.3g}'} "
-                     f"| {rs[0].evals[step].get('tokens', 0):,} |")
+        lines.append(
+            f"| {arm} | {rs[0].non_embedding_params() / 1e6:.2f}M | {loss} | {len(vals)} "
+            f"| {(base - mean) / base:+.2%} | {'—' if p is None else f'{p:.3g}'} "
+            f"| {rs[0].evals[step].get('tokens', 0):,} |"
+        )
     return lines + ["", fingerprint_report(runs)], step
 
 

@@ -4,6 +4,7 @@ meta.json is written last, so it marks a complete dataset: a prepare run that is
 only *.tmp files behind, never a train.bin or val.bin that looks finished.
 """
 
+import argparse
 import json
 import os
 import sys
@@ -83,11 +84,15 @@ def open_split(data_dir, split: str, min_tokens: int = 0) -> np.ndarray:
         raise DataError(f"{path} not found: run `{prepare_command(data_dir)}` first")
     tokens = np.memmap(path, dtype=DTYPE, mode="r")
     if len(tokens) != meta["tokens"][split]:
-        raise DataError(f"{path} holds {len(tokens)} tokens but meta.json says {meta['tokens'][split]}: "
-                        f"the file is damaged, rerun `{prepare_command(data_dir)} --force`")
+        raise DataError(
+            f"{path} holds {len(tokens)} tokens but meta.json says {meta['tokens'][split]}: "
+            f"the file is damaged, rerun `{prepare_command(data_dir)} --force`"
+        )
     if len(tokens) < min_tokens:
-        raise DataError(f"{path} holds {len(tokens)} tokens, fewer than block_size + 1 = {min_tokens}: "
-                        "lower block_size or prepare more data")
+        raise DataError(
+            f"{path} holds {len(tokens)} tokens, fewer than block_size + 1 = {min_tokens}: "
+            "lower block_size or prepare more data"
+        )
     return tokens
 
 
@@ -109,3 +114,33 @@ def read_text(input_path: str | None, cache: Path, url: str) -> str:
         tmp.write_bytes(data)
         os.replace(tmp, cache)
     return cache.read_text(encoding="utf-8")
+
+
+TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+
+
+def prepare_text(doc: str, here: Path, tokenize, argv=None):
+    """The command line of a dataset made from one text (tiny shakespeare): --input or a download,
+    the first 90 % of the text for train.bin and the rest for val.bin. tokenize(text, train, val)
+    returns (train ids, val ids, meta)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", help="local text file (default: download tiny shakespeare)")
+    p.add_argument("--out_dir", default=str(here))
+    p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
+    args = p.parse_args(argv)
+    try:
+        text = read_text(args.input, here / "input.txt", TINY_SHAKESPEARE_URL)
+        cut = int(0.9 * len(text))
+        train, val, meta = tokenize(text, text[:cut], text[cut:])
+        meta = write_dataset(
+            args.out_dir,
+            {"train": [train], "val": [val]},
+            {**meta, "source": args.input or TINY_SHAKESPEARE_URL},
+            force=args.force,
+        )
+    except DataError as e:
+        sys.exit(f"error: {e}")
+    print(
+        f"vocab_size {meta['vocab_size']:,}, train {meta['tokens']['train']:,} tokens, "
+        f"val {meta['tokens']['val']:,} tokens -> {args.out_dir}"
+    )

@@ -60,17 +60,17 @@ def loglikelihoods(model, requests, batch_size):
     out = [None] * len(requests)
     order = sorted(range(len(requests)), key=lambda i: -(len(requests[i][0]) + len(requests[i][1])))
     for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        seqs = [(requests[i][0] + requests[i][1])[-(bs + 1):] for i in chunk]
+        chunk = order[start : start + batch_size]
+        seqs = [(requests[i][0] + requests[i][1])[-(bs + 1) :] for i in chunk]
         x = torch.zeros(len(seqs), max(len(s) for s in seqs) - 1, dtype=torch.long)
         for j, s in enumerate(seqs):  # right padding: causal attention never looks at it
-            x[j, :len(s) - 1] = torch.tensor(s[:-1])
+            x[j, : len(s) - 1] = torch.tensor(s[:-1])
         logp = model(x.to(device))[0].float().log_softmax(-1).cpu()
         for j, i in enumerate(chunk):
             s, n = seqs[j], len(requests[i][1])
             if n > len(s) - 1:
                 raise ValueError(f"a continuation of {n} tokens does not fit the model's context of {bs}")
-            rows, target = logp[j, len(s) - 1 - n:len(s) - 1], torch.tensor(s[-n:])
+            rows, target = logp[j, len(s) - 1 - n : len(s) - 1], torch.tensor(s[-n:])
             out[i] = (rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all()))
     return out
 
@@ -97,7 +97,7 @@ def multiple_choice(model, encode, items, batch_size):
 
 
 def perplexity(model, encode, lines, max_len, batch_size):
-    ids = [encode(line)[:min(max_len, model.config.block_size + 1)] for line in lines]
+    ids = [encode(line)[: min(max_len, model.config.block_size + 1)] for line in lines]
     results = loglikelihoods(model, [(x[:1], x[1:]) for x in ids], batch_size)
     per_line = [-lp / (len(x) - 1) for (lp, _), x in zip(results, ids)]
     total = sum(-lp for lp, _ in results) / sum(len(x) - 1 for x in ids)
@@ -107,11 +107,15 @@ def perplexity(model, encode, lines, max_len, batch_size):
 def run_task(task, model, encode, cfg: EvalConfig):
     path = getattr(cfg, f"{task}_file")
     if task == "wikitext":
-        lines = [t for t in evaldata.wikitext_lines("validation", cfg.wikitext_min_chars, None, path)
-                 if len(encode(t)) >= cfg.wikitext_min_tokens][:cfg.wikitext_lines]
+        lines = [
+            t
+            for t in evaldata.wikitext_lines("validation", cfg.wikitext_min_chars, None, path)
+            if len(encode(t)) >= cfg.wikitext_min_tokens
+        ][: cfg.wikitext_lines]
         if not lines:
-            raise DataError(f"no WikiText line has >= {cfg.wikitext_min_chars} characters and >= "
-                            f"{cfg.wikitext_min_tokens} tokens")
+            raise DataError(
+                f"no WikiText line has >= {cfg.wikitext_min_chars} characters and >= {cfg.wikitext_min_tokens} tokens"
+            )
         return perplexity(model, encode, lines, cfg.ppl_len, cfg.batch_size)
     items = []
     for item in evaldata.items(task, path):
@@ -133,17 +137,23 @@ def load(cfg: EvalConfig):
         model = GPT.from_pretrained(cfg.init_from)
         # GPT-2 names, and local directories saved without a tokenizer, use GPT-2 BPE; others their own.
         local = Path(cfg.init_from).is_dir()
-        own = (Path(cfg.init_from) / "tokenizer_config.json").exists() if local else not cfg.init_from.startswith("gpt2")
+        own = (
+            (Path(cfg.init_from) / "tokenizer_config.json").exists() if local else not cfg.init_from.startswith("gpt2")
+        )
         meta = {"tokenizer": "hf", "name": cfg.init_from} if own else {"tokenizer": "gpt2"}
     else:
-        raise ConfigError(f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a HF directory")
+        raise ConfigError(
+            f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a HF directory"
+        )
     encode, vocab = codec(meta)[0], model.config.vocab_size
 
     def checked(text):
         ids = encode(text)
         if ids and max(ids) >= vocab:
-            raise DataError(f"the tokenizer ({meta['tokenizer']}) gives id {max(ids)} but the model has vocab_size="
-                            f"{vocab}: evaluate with the tokenizer the model was trained with")
+            raise DataError(
+                f"the tokenizer ({meta['tokenizer']}) gives id {max(ids)} but the model has vocab_size="
+                f"{vocab}: evaluate with the tokenizer the model was trained with"
+            )
         return ids
 
     return model, checked
@@ -167,12 +177,19 @@ def main(argv=None):
         with ctx:
             for task in cfg.tasks:
                 results[task] = run_task(task, model, encode, cfg)
-                print(f"{task}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                                              for k, v in results[task].items()), flush=True)
+                print(
+                    f"{task}: "
+                    + ", ".join(
+                        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results[task].items()
+                    ),
+                    flush=True,
+                )
     except (ConfigError, DataError, checkpoint.CheckpointError) as e:
         sys.exit(f"error: {e}")
     out = Path(cfg.out or (Path(cfg.out_dir) / "eval.json" if cfg.init_from == "resume" else "eval.json"))
-    out.write_text(json.dumps({"init_from": cfg.init_from, "out_dir": cfg.out_dir, "results": results}, indent=1) + "\n")
+    out.write_text(
+        json.dumps({"init_from": cfg.init_from, "out_dir": cfg.out_dir, "results": results}, indent=1) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,12 @@ HUB = {  # task: (dataset, config, split)
     "arc_easy": ("allenai/ai2_arc", "ARC-Easy", "test"),
     "wikitext": ("Salesforce/wikitext", "wikitext-103-raw-v1", "validation"),
 }
-FIELDS = {"lambada": ("text",), "hellaswag": ("ctx", "endings", "label"),
-          "arc_easy": ("question", "choices", "answerKey"), "wikitext": ("text",)}
+FIELDS = {
+    "lambada": ("text",),
+    "hellaswag": ("ctx", "endings", "label"),
+    "arc_easy": ("question", "choices", "answerKey"),
+    "wikitext": ("text",),
+}
 
 
 def rows(task: str, path: str | None = None, split: str | None = None):
@@ -50,8 +54,11 @@ def items(task: str, path: str | None = None, split: str | None = None):
             yield {"context": row["ctx"], "endings": [" " + e for e in row["endings"]], "label": int(row["label"])}
         else:
             labels = list(row["choices"]["label"])
-            yield {"context": f"Question: {row['question']}\nAnswer:",
-                   "endings": [" " + t for t in row["choices"]["text"]], "label": labels.index(row["answerKey"])}
+            yield {
+                "context": f"Question: {row['question']}\nAnswer:",
+                "endings": [" " + t for t in row["choices"]["text"]],
+                "label": labels.index(row["answerKey"]),
+            }
 
 
 def wikitext_lines(split: str, min_chars: int, limit: int | None = None, path: str | None = None):

@@ -36,8 +36,7 @@ class TrainBatches:
     """The training windows of every step. sampling='random' draws offsets uniformly (the paper's
     method); 'permutation' visits non-overlapping windows in a fresh random order each epoch."""
 
-    def __init__(self, tokens, block_size: int, batch_size: int, grad_accum: int, seed: int,
-                 sampling: str = "random"):
+    def __init__(self, tokens, block_size: int, batch_size: int, grad_accum: int, seed: int, sampling: str = "random"):
         if sampling not in SAMPLINGS:
             raise ValueError(f"sampling={sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
@@ -68,7 +67,7 @@ class TrainBatches:
     def get(self, step: int, micro: int, rank: int = 0, world_size: int = 1):
         local_accum = self.grad_accum // world_size
         start = (rank * local_accum + micro) * self.batch_size
-        return windows(self.tokens, self.offsets(step)[start:start + self.batch_size], self.block_size)
+        return windows(self.tokens, self.offsets(step)[start : start + self.batch_size], self.block_size)
 
     def fingerprint(self, step: int) -> str:
         """A short hash of the token ids of step's whole global batch, for logs that prove identical data."""

@@ -136,8 +136,8 @@ class KVCache:
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         end = self.pos + k.size(2)
-        self.k[layer, :, :, self.pos:end] = k
-        self.v[layer, :, :, self.pos:end] = v
+        self.k[layer, :, :, self.pos : end] = k
+        self.v[layer, :, :, self.pos : end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
 
@@ -157,8 +157,8 @@ class Rotary(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: int) -> torch.Tensor:
         T = x.size(-2)
-        cos, sin = self.cos[pos:pos + T].to(x.dtype), self.sin[pos:pos + T].to(x.dtype)
-        x_rot, x_pass = x[..., :self.dims], x[..., self.dims:]
+        cos, sin = self.cos[pos : pos + T].to(x.dtype), self.sin[pos : pos + T].to(x.dtype)
+        x_rot, x_pass = x[..., : self.dims], x[..., self.dims :]
         x1, x2 = x_rot.chunk(2, dim=-1)
         rotated = x_rot * cos + torch.cat((-x2, x1), dim=-1) * sin
         return torch.cat((rotated, x_pass), dim=-1)
@@ -256,7 +256,12 @@ class CausalSelfAttention(nn.Module):
             mask = torch.ones(T, pos + T, dtype=torch.bool, device=x.device).tril(diagonal=pos)
             causal = False
         y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale,
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            is_causal=causal,
+            scale=self.scale,
             dropout_p=self.dropout if self.training else 0.0,
             enable_gqa=self.n_kv_head != self.n_head,
         )
@@ -375,8 +380,10 @@ class GPT(nn.Module):
         pos = cache.pos if cache is not None else 0
         limit = cache.capacity if cache is not None else self.config.block_size
         if pos + T > limit:
-            raise ValueError(f"sequence length {pos + T} exceeds block_size={limit}: crop the input to "
-                             f"the last {limit} tokens or use a model with a larger block_size")
+            raise ValueError(
+                f"sequence length {pos + T} exceeds block_size={limit}: crop the input to "
+                f"the last {limit} tokens or use a model with a larger block_size"
+            )
         x = self.transformer.wte(idx)
         if "wpe" in self.transformer:
             x = x + self.transformer.wpe(torch.arange(pos, pos + T, device=idx.device))
@@ -395,8 +402,15 @@ class GPT(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 use_cache: bool = True, generator: torch.Generator | None = None):
+    def generate(
+        self,
+        idx,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ):
         """Continue idx (B, T) by max_new_tokens tokens. temperature 0 is greedy. With the cache each
         step feeds one token; when the context is full the cache is refilled from the last block_size
         tokens, so the result equals recomputation on the cropped context (nanoGPT's behaviour)."""
@@ -434,8 +448,10 @@ class GPT(nn.Module):
         hf = AutoModelForCausalLM.from_pretrained(name_or_path)  # any dtype: copy_ below casts to ours
         importers = {"gpt2": _from_gpt2, "gpt_neox": _from_neox}
         if hf.config.model_type not in importers:
-            raise ValueError(f"cannot import model_type={hf.config.model_type!r} from {name_or_path}: "
-                             f"supported are {', '.join(importers)}")
+            raise ValueError(
+                f"cannot import model_type={hf.config.model_type!r} from {name_or_path}: "
+                f"supported are {', '.join(importers)}"
+            )
         fields, theirs = importers[hf.config.model_type](hf.config, hf.state_dict())
         config = GPTConfig(**fields, **overrides)
         if config.query_mode != "linear":
@@ -454,9 +470,17 @@ class GPT(nn.Module):
 
 def _from_gpt2(c, sd):
     """GPTConfig fields and our state dict from HF GPT-2. Its Linear weights are Conv1D, (in, out)."""
-    fields = dict(block_size=c.n_positions, vocab_size=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head,
-                  n_embd=c.n_embd, bias=True, norm_eps=c.layer_norm_epsilon, tie_embeddings=True,
-                  activation="gelu" if c.activation_function == "gelu" else "gelu_tanh")
+    fields = dict(
+        block_size=c.n_positions,
+        vocab_size=c.vocab_size,
+        n_layer=c.n_layer,
+        n_head=c.n_head,
+        n_embd=c.n_embd,
+        bias=True,
+        norm_eps=c.layer_norm_epsilon,
+        tie_embeddings=True,
+        activation="gelu" if c.activation_function == "gelu" else "gelu_tanh",
+    )
     conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
     return fields, {k: v.t() if k.endswith(conv1d) else v for k, v in sd.items()}
 
@@ -467,18 +491,35 @@ def _from_neox(c, sd):
     rope = getattr(c, "rope_parameters", None) or {}  # transformers >= 5; older releases: rotary_pct etc.
     d, nh = c.hidden_size, c.num_attention_heads
     hd = d // nh
-    fields = dict(block_size=c.max_position_embeddings, vocab_size=c.vocab_size, n_layer=c.num_hidden_layers,
-                  n_head=nh, n_embd=d, bias=True, norm_eps=c.layer_norm_eps, tie_embeddings=c.tie_word_embeddings,
-                  activation="gelu" if c.hidden_act == "gelu" else "gelu_tanh", pos_embedding="rotary",
-                  rotary_pct=rope.get("partial_rotary_factor", getattr(c, "rotary_pct", 1.0)),
-                  rope_base=rope.get("rope_theta", getattr(c, "rotary_emb_base", 10000.0)),
-                  parallel_residual=c.use_parallel_residual, mlp_ratio=c.intermediate_size / d)
-    out = {"transformer.wte.weight": sd["gpt_neox.embed_in.weight"],
-           "lm_head.weight": sd["embed_out.weight" if "embed_out.weight" in sd else "lm_head.weight"],  # 4.x; 5.x
-           "transformer.ln_f.weight": sd["gpt_neox.final_layer_norm.weight"],
-           "transformer.ln_f.bias": sd["gpt_neox.final_layer_norm.bias"]}
-    names = {"ln_1": "input_layernorm", "ln_2": "post_attention_layernorm", "attn.c_proj": "attention.dense",
-             "mlp.c_fc": "mlp.dense_h_to_4h", "mlp.c_proj": "mlp.dense_4h_to_h"}
+    fields = dict(
+        block_size=c.max_position_embeddings,
+        vocab_size=c.vocab_size,
+        n_layer=c.num_hidden_layers,
+        n_head=nh,
+        n_embd=d,
+        bias=True,
+        norm_eps=c.layer_norm_eps,
+        tie_embeddings=c.tie_word_embeddings,
+        activation="gelu" if c.hidden_act == "gelu" else "gelu_tanh",
+        pos_embedding="rotary",
+        rotary_pct=rope.get("partial_rotary_factor", getattr(c, "rotary_pct", 1.0)),
+        rope_base=rope.get("rope_theta", getattr(c, "rotary_emb_base", 10000.0)),
+        parallel_residual=c.use_parallel_residual,
+        mlp_ratio=c.intermediate_size / d,
+    )
+    out = {
+        "transformer.wte.weight": sd["gpt_neox.embed_in.weight"],
+        "lm_head.weight": sd["embed_out.weight" if "embed_out.weight" in sd else "lm_head.weight"],  # 4.x; 5.x
+        "transformer.ln_f.weight": sd["gpt_neox.final_layer_norm.weight"],
+        "transformer.ln_f.bias": sd["gpt_neox.final_layer_norm.bias"],
+    }
+    names = {
+        "ln_1": "input_layernorm",
+        "ln_2": "post_attention_layernorm",
+        "attn.c_proj": "attention.dense",
+        "mlp.c_fc": "mlp.dense_h_to_4h",
+        "mlp.c_proj": "mlp.dense_4h_to_h",
+    }
     for i in range(c.num_hidden_layers):
         ours, theirs = f"transformer.h.{i}.", f"gpt_neox.layers.{i}."
         for a, b in names.items():

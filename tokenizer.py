@@ -28,8 +28,13 @@ def gpt2_encoding() -> tiktoken.Encoding:
         vocab_bpe_hash=VOCAB_BPE_SHA256,  # tiktoken raises ValueError on a mismatch
         encoder_json_hash=ENCODER_JSON_SHA256,
     )
-    return tiktoken.Encoding(name="gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
-                             special_tokens={"<|endoftext|>": EOT}, explicit_n_vocab=50257)
+    return tiktoken.Encoding(
+        name="gpt2",
+        pat_str=r50k_pat_str,
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": EOT},
+        explicit_n_vocab=50257,
+    )
 
 
 def codec(meta: dict):

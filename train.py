@@ -19,7 +19,6 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -112,7 +111,7 @@ def evaluate(model, tokens, offsets, cfg, block_size, device, ctx, rank, world_s
     mine = offsets[rank::world_size]
     total = torch.zeros(2, device=device, dtype=torch.float64)
     for i in range(0, len(mine), cfg.batch_size):
-        x, y = windows(tokens, mine[i:i + cfg.batch_size], block_size)
+        x, y = windows(tokens, mine[i : i + cfg.batch_size], block_size)
         with ctx:
             _, loss = model(x.to(device), y.to(device))
         total += torch.stack([loss.double() * len(x), torch.tensor(len(x), device=device, dtype=torch.float64)])
@@ -136,10 +135,16 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, meta: dict):
         origin = ckpt["origin"]
         # A pretrained model's shape comes from its weights, so only the probe fields are the config's to set.
         fields = ckpt["model_args"] if origin == "scratch" else probe
-        mismatched = [f"{k} (checkpoint {ckpt['model_args'][k]!r}, config {getattr(model_cfg, k)!r})"
-                      for k in fields if k != "dropout" and getattr(model_cfg, k) != ckpt["model_args"][k]]
-        mismatched += [f"{k} (checkpoint {ckpt['config'][k]!r}, config {getattr(cfg, k)!r})"
-                       for k in DATA_ORDER_FIELDS if ckpt["config"][k] != getattr(cfg, k)]
+        mismatched = [
+            f"{k} (checkpoint {ckpt['model_args'][k]!r}, config {getattr(model_cfg, k)!r})"
+            for k in fields
+            if k != "dropout" and getattr(model_cfg, k) != ckpt["model_args"][k]
+        ]
+        mismatched += [
+            f"{k} (checkpoint {ckpt['config'][k]!r}, config {getattr(cfg, k)!r})"
+            for k in DATA_ORDER_FIELDS
+            if ckpt["config"][k] != getattr(cfg, k)
+        ]
         if mismatched:
             raise ConfigError(f"cannot resume {ckpt_path} with a different setup: {'; '.join(mismatched)}")
         model = GPT(GPTConfig(**{**ckpt["model_args"], "dropout": model_cfg.dropout}))
@@ -147,17 +152,23 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, meta: dict):
     elif cfg.init_from.startswith(("gpt2", "EleutherAI/")) or Path(cfg.init_from).is_dir():
         model, ckpt, origin = GPT.from_pretrained(cfg.init_from, **probe), None, cfg.init_from
     else:
-        raise ConfigError(f"init_from={cfg.init_from!r} is invalid: use scratch, resume, a GPT-2 name (gpt2, "
-                          "gpt2-medium, gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory")
+        raise ConfigError(
+            f"init_from={cfg.init_from!r} is invalid: use scratch, resume, a GPT-2 name (gpt2, "
+            "gpt2-medium, gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory"
+        )
     if meta["vocab_size"] > model.config.vocab_size:
-        raise ConfigError(f"the dataset's meta.json has vocab_size={meta['vocab_size']} but the model has "
-                          f"vocab_size={model.config.vocab_size}: set vocab_size >= {meta['vocab_size']}")
+        raise ConfigError(
+            f"the dataset's meta.json has vocab_size={meta['vocab_size']} but the model has "
+            f"vocab_size={model.config.vocab_size}: set vocab_size >= {meta['vocab_size']}"
+        )
     if model_cfg.block_size > model.config.block_size:
         raise ConfigError(f"block_size={model_cfg.block_size} exceeds the model's context of {model.config.block_size}")
     if cfg.freeze_pretrained:
         if origin == "scratch":
-            raise ConfigError("freeze_pretrained=True needs pretrained weights: set init_from to a GPT-2 or Pythia "
-                              "name or a local HF directory")
+            raise ConfigError(
+                "freeze_pretrained=True needs pretrained weights: set init_from to a GPT-2 or Pythia "
+                "name or a local HF directory"
+            )
         for name, p in model.named_parameters():
             p.requires_grad = GPT.is_added(name)
         if not any(p.requires_grad for p in model.parameters()):
@@ -192,8 +203,10 @@ def run(argv):
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if cfg.gradient_accumulation_steps % world_size:
-        raise ConfigError(f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible by "
-                          f"the {world_size} processes: make it a multiple of the world size")
+        raise ConfigError(
+            f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible by "
+            f"the {world_size} processes: make it a multiple of the world size"
+        )
     accum = cfg.gradient_accumulation_steps // world_size
     master = rank == 0
     out_dir = Path(cfg.out_dir)
@@ -204,8 +217,9 @@ def run(argv):
     block_size = model_cfg.block_size
     train_tokens = open_split(data_dir, "train", min_tokens=block_size + 1)
     val_tokens = open_split(data_dir, "val", min_tokens=block_size + 1)
-    batches = TrainBatches(train_tokens, block_size, cfg.batch_size, cfg.gradient_accumulation_steps,
-                           cfg.data_seed, cfg.sampling)
+    batches = TrainBatches(
+        train_tokens, block_size, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.data_seed, cfg.sampling
+    )
     n_eval = cfg.eval_iters * cfg.batch_size
     val_offsets = fixed_offsets(len(val_tokens), block_size, n_eval, cfg.data_seed, VAL_KEY)
     train_eval_offsets = fixed_offsets(len(train_tokens), block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY)
@@ -233,7 +247,8 @@ def run(argv):
     if ddp:
         model = DDP(model, device_ids=[int(os.environ["LOCAL_RANK"])] if device_type == "cuda" else None)
 
-    flops_per_step = raw_model.flops_per_token(block_size) * block_size * cfg.batch_size * cfg.gradient_accumulation_steps
+    tokens_per_step = block_size * cfg.batch_size * cfg.gradient_accumulation_steps
+    flops_per_step = raw_model.flops_per_token(block_size) * tokens_per_step
     peak, peak_source = peak_flops(device, ptdtype, cfg.cpu_peak_flops)
     resolved = {**asdict(cfg), **model_cfg.to_dict()}
     metrics_path = out_dir / "metrics.jsonl"
@@ -242,9 +257,11 @@ def run(argv):
     if master:
         print(json.dumps(resolved, indent=1))
         trainable = sum(p.numel() for p in raw_model.parameters() if p.requires_grad)
-        print(f"{raw_model.num_params():,} non-embedding parameters, {trainable:,} trainable; {world_size} process(es) x {accum} micro-steps "
-              f"x {cfg.batch_size} x {block_size} = {block_size * cfg.batch_size * cfg.gradient_accumulation_steps:,} "
-              f"tokens/step; peak {peak and f'{peak:.3g}'} FLOP/s ({peak_source})")
+        print(
+            f"{raw_model.num_params():,} non-embedding parameters, {trainable:,} trainable; {world_size} process(es) "
+            f"x {accum} micro-steps x {cfg.batch_size} x {block_size} = {tokens_per_step:,} tokens/step; "
+            f"peak {peak and f'{peak:.3g}'} FLOP/s ({peak_source})"
+        )
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(resolved, indent=1) + "\n")
         keep_metrics(metrics_path, start)
@@ -252,8 +269,14 @@ def run(argv):
             import wandb
 
             wandb_id = wandb_id or wandb.util.generate_id()
-            wandb.init(project=cfg.wandb_project, group=cfg.wandb_group, name=cfg.wandb_run_name,
-                       id=wandb_id, resume="allow", config=resolved)
+            wandb.init(
+                project=cfg.wandb_project,
+                group=cfg.wandb_group,
+                name=cfg.wandb_run_name,
+                id=wandb_id,
+                resume="allow",
+                config=resolved,
+            )
 
     def log(record):
         if not master:
@@ -266,14 +289,22 @@ def run(argv):
             wandb.log({k: v for k, v in record.items() if k not in ("step", "fingerprint")}, step=record["step"])
 
     def save(it):
-        state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-                 "model_args": model_cfg.to_dict(), "config": asdict(cfg), "iter_num": it, "wandb_id": wandb_id,
-                 "tokenizer": tokenizer_meta, "origin": origin}
+        state = {
+            "model": raw_model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict(),
+            "model_args": model_cfg.to_dict(),
+            "config": asdict(cfg),
+            "iter_num": it,
+            "wandb_id": wandb_id,
+            "tokenizer": tokenizer_meta,
+            "origin": origin,
+        }
         checkpoint.save(state, out_dir / "ckpt.pt")
         if it in cfg.keep_checkpoints:
             checkpoint.save(state, out_dir / f"ckpt_{it:06d}.pt")
 
-    it, step_time, tokens_per_step = start, None, block_size * cfg.batch_size * cfg.gradient_accumulation_steps
+    it, step_time = start, None
     while True:
         if it % cfg.eval_interval == 0 or it == cfg.max_iters or cfg.eval_only:
             if it != start or ckpt is None or cfg.eval_only:  # a resumed step was evaluated before its save
@@ -303,7 +334,7 @@ def run(argv):
             x, y = batches.get(it, micro, rank, world_size)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             sync = not ddp or micro == accum - 1  # all-reduce gradients once, on the last micro-step
-            with ctx, (nullcontext() if sync else model.no_sync()):
+            with ctx, nullcontext() if sync else model.no_sync():
                 _, loss = model(x, y)
                 scaler.scale(loss / accum).backward()
             loss_sum += loss.detach().float()
@@ -316,9 +347,11 @@ def run(argv):
         loss_value, norm_value = stats.tolist()
         # fp16's scaler skips steps with inf gradients by design; otherwise any non-finite value stops the run.
         if not math.isfinite(loss_value) or not (math.isfinite(norm_value) or scaler.is_enabled()):
-            raise Diverged(f"non-finite loss {loss_value} / grad norm {norm_value} at step {it}: stopped before the "
-                           f"optimizer step; {out_dir / 'ckpt.pt'} is the last good checkpoint. Lower learning_rate "
-                           "or raise weight_decay / grad clipping, then --init_from=resume")
+            raise Diverged(
+                f"non-finite loss {loss_value} / grad norm {norm_value} at step {it}: stopped before the "
+                f"optimizer step; {out_dir / 'ckpt.pt'} is the last good checkpoint. Lower learning_rate "
+                "or raise weight_decay / grad clipping, then --init_from=resume"
+            )
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -327,8 +360,18 @@ def run(argv):
         step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
         if it % cfg.log_interval == 0:
             mfu = flops_per_step / dt / (peak * world_size) if peak else None
-            log({"step": it, "loss": loss_value, "lr": lr, "grad_norm": norm_value, "tokens": (it + 1) * tokens_per_step,
-                 "ms": dt * 1000, "mfu": mfu, "fingerprint": batches.fingerprint(it)})
+            log(
+                {
+                    "step": it,
+                    "loss": loss_value,
+                    "lr": lr,
+                    "grad_norm": norm_value,
+                    "tokens": (it + 1) * tokens_per_step,
+                    "ms": dt * 1000,
+                    "mfu": mfu,
+                    "fingerprint": batches.fingerprint(it),
+                }
+            )
             if master:
                 eta = time.strftime("%H:%M:%S", time.gmtime(step_time * (cfg.max_iters - it - 1)))
                 mfu_text = f"{mfu:.1%}" if mfu is not None else "n/a"

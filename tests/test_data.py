@@ -63,7 +63,7 @@ def test_resume_continues_exactly(sampling):
     expected = [uninterrupted.get(s, m)[0] for s in range(12) for m in range(8)]
     resumed = TrainBatches(TOKENS, 16, 4, 8, seed=3, sampling=sampling)  # a new process at step 7
     got = [resumed.get(s, m)[0] for s in range(7, 12) for m in range(8)]
-    assert all(torch.equal(a, b) for a, b in zip(expected[7 * 8:], got))
+    assert all(torch.equal(a, b) for a, b in zip(expected[7 * 8 :], got))
 
 
 def test_permutation_visits_every_window_once_per_epoch():
@@ -123,8 +123,19 @@ def test_prepare_local_jsonl_is_exactly_tiktoken_plus_eot(tmp_path):
     src = tmp_path / "rows.jsonl"
     src.write_text("".join(json.dumps({"body": d, "id": i}) + "\n" for i, d in enumerate(docs)))
     out = tmp_path / "out"
-    r = run("data/openwebtext/prepare.py", "--dataset", src, "--text_field", "body", "--out_dir", out,
-            "--num_proc", 1, "--val_size", 0.1)
+    r = run(
+        "data/openwebtext/prepare.py",
+        "--dataset",
+        src,
+        "--text_field",
+        "body",
+        "--out_dir",
+        out,
+        "--num_proc",
+        1,
+        "--val_size",
+        0.1,
+    )
     assert r.returncode == 0, r.stderr
     enc = gpt2_encoding()
     expected = Counter(tuple(enc.encode_ordinary(d) + [EOT]) for d in docs)
@@ -134,7 +145,7 @@ def test_prepare_local_jsonl_is_exactly_tiktoken_plus_eot(tmp_path):
         assert tokens[-1] == EOT
         ends = [i for i, t in enumerate(tokens) if t == EOT]
         n_docs[split] = len(ends)
-        got.update(tuple(tokens[a + 1:b + 1]) for a, b in zip([-1] + ends[:-1], ends))
+        got.update(tuple(tokens[a + 1 : b + 1]) for a, b in zip([-1] + ends[:-1], ends))
     assert got == expected
     assert n_docs == {"train": 36, "val": 4}
     assert load_meta(out)["vocab_size"] == 50257

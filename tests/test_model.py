@@ -8,7 +8,10 @@ from model import GPT, QUERY_MODES, GPTConfig, KVCache
 
 TINY = dict(block_size=32, vocab_size=67, n_layer=2, n_head=4, n_embd=32)
 VARIANTS = [  # (pos_embedding, n_kv_head): learned and rotary positions, full and grouped K/V heads
-    ("learned", None), ("rotary", None), ("learned", 2), ("rotary", 1),
+    ("learned", None),
+    ("rotary", None),
+    ("learned", 2),
+    ("rotary", 1),
 ]
 
 
@@ -17,10 +20,16 @@ def tiny(query_mode="linear", seed=0, **kw):
     return GPT(GPTConfig(**{**TINY, "query_mode": query_mode, **kw})).eval()
 
 
-@pytest.mark.parametrize("mode,expected", [
-    ("linear", 84_953_856), ("residual_gelu", 84_972_288), ("wide_mlp", 95_570_688),
-    ("identity", 77_875_968), ("residual", 84_953_856),
-])
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        ("linear", 84_953_856),
+        ("residual_gelu", 84_972_288),
+        ("wide_mlp", 95_570_688),
+        ("identity", 77_875_968),
+        ("residual", 84_953_856),
+    ],
+)
 def test_gpt2_small_non_embedding_params_match_the_paper(mode, expected):
     with torch.device("meta"):
         model = GPT(GPTConfig(query_mode=mode))
@@ -89,7 +98,7 @@ def test_causality(mode, pos, kv):
 
 def test_same_seed_same_init_other_seed_other_init():
     a, b, c = tiny("residual_gelu", seed=1), tiny("residual_gelu", seed=1), tiny("residual_gelu", seed=2)
-    for (name, p), q, r in zip(a.named_parameters(), b.parameters(), c.parameters()):
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
         assert torch.equal(p, q), name
     assert not torch.equal(a.transformer.h[0].attn.query.w1.weight, c.transformer.h[0].attn.query.w1.weight)
 
@@ -116,11 +125,11 @@ def test_kv_cache_matches_recomputation(mode, pos, kv):
     without = model.generate(prompt, 40, temperature=0, use_cache=False)
     assert torch.equal(with_cache, without)
 
-    seq = with_cache[:, :TINY["block_size"]]
+    seq = with_cache[:, : TINY["block_size"]]
     full, _ = model(seq)
     cache = KVCache(model.config, 2)
     model(seq[:, :9], cache=cache)  # prefill, then one token at a time, then a 3-token chunk
-    steps = [model(seq[:, t:t + 1], cache=cache)[0] for t in range(9, 20)]
+    steps = [model(seq[:, t : t + 1], cache=cache)[0] for t in range(9, 20)]
     steps.append(model(seq[:, 20:23], cache=cache)[0])
     torch.testing.assert_close(torch.cat(steps, dim=1), full[:, 9:23], atol=1e-4, rtol=0)
 
@@ -134,8 +143,10 @@ def test_nonlinear_queries_add_nothing_to_the_cache():
 def test_sampling_is_deterministic_for_a_generator_seed():
     model = tiny("residual_gelu")
     prompt = torch.zeros(1, 1, dtype=torch.long)
-    runs = [model.generate(prompt, 20, temperature=1.0, top_k=10, generator=torch.Generator().manual_seed(3))
-            for _ in range(2)]
+    runs = [
+        model.generate(prompt, 20, temperature=1.0, top_k=10, generator=torch.Generator().manual_seed(3))
+        for _ in range(2)
+    ]
     assert torch.equal(*runs)
 
 
@@ -153,12 +164,15 @@ def test_flops_per_token_hand_count():
         assert tiny(mode).flops_per_token(T, training=False) == forward
 
 
-@pytest.mark.parametrize("kw,field", [
-    (dict(query_mode="quadratic"), "query_mode='quadratic'"),
-    (dict(n_embd=30), "n_embd=30"),
-    (dict(n_kv_head=3), "n_kv_head=3"),
-    (dict(pos_embedding="alibi"), "pos_embedding='alibi'"),
-])
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        (dict(query_mode="quadratic"), "query_mode='quadratic'"),
+        (dict(n_embd=30), "n_embd=30"),
+        (dict(n_kv_head=3), "n_kv_head=3"),
+        (dict(pos_embedding="alibi"), "pos_embedding='alibi'"),
+    ],
+)
 def test_bad_config_names_field_value_and_allowed(kw, field):
     with pytest.raises(ValueError, match=field.replace("(", r"\(")) as err:
         GPTConfig(**{**TINY, **kw})
@@ -201,8 +215,15 @@ def test_compile_smoke():
 def test_hf_gpt_neox_parity(tmp_path, parallel):
     transformers = pytest.importorskip("transformers")
     hf_config = transformers.GPTNeoXConfig(
-        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        max_position_embeddings=48, rotary_pct=0.25, use_parallel_residual=parallel)
+        vocab_size=96,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=48,
+        rotary_pct=0.25,
+        use_parallel_residual=parallel,
+    )
     torch.manual_seed(0)
     hf = transformers.GPTNeoXForCausalLM(hf_config).eval()
     with torch.no_grad():  # HF zero-inits biases; random ones catch a wrong bias layout
@@ -241,7 +262,9 @@ def test_new_modules_keep_causality_and_cache_parity(kw):
             if GPT.is_added(name):
                 p.normal_(0, 0.05)  # LoRA's B starts at zero: make every added path active
     prompt = torch.randint(0, TINY["vocab_size"], (1, 6))
-    assert torch.equal(model.generate(prompt, 30, temperature=0), model.generate(prompt, 30, temperature=0, use_cache=False))
+    assert torch.equal(
+        model.generate(prompt, 30, temperature=0), model.generate(prompt, 30, temperature=0, use_cache=False)
+    )
     idx = torch.randint(0, TINY["vocab_size"], (1, 20))
     changed = idx.clone()
     changed[:, 15:] = (changed[:, 15:] + 1) % TINY["vocab_size"]
@@ -265,8 +288,9 @@ def test_lora_starts_as_the_identity_update_and_counts():
 
 def test_pretrained_import_with_a_probe_keeps_the_base_model(tmp_path):
     transformers = pytest.importorskip("transformers")
-    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32,
-                                                         vocab_size=50)).save_pretrained(tmp_path)
+    transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32, vocab_size=50)
+    ).save_pretrained(tmp_path)
     plain = GPT.from_pretrained(str(tmp_path)).eval()
     probe = GPT.from_pretrained(str(tmp_path), content_skip=True, lora_rank=2).eval()
     idx = torch.randint(0, 50, (1, 16))

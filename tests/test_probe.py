@@ -26,31 +26,61 @@ ROOT = Path(__file__).resolve().parents[1]
 def data_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tokens")
     g = torch.Generator().manual_seed(0)
-    write_dataset(out, {"train": [torch.randint(0, 80, (5000,), generator=g).numpy()],
-                        "val": [torch.randint(0, 80, (1000,), generator=g).numpy()]},
-                  {"tokenizer": "gpt2", "vocab_size": 80})
+    write_dataset(
+        out,
+        {
+            "train": [torch.randint(0, 80, (5000,), generator=g).numpy()],
+            "val": [torch.randint(0, 80, (1000,), generator=g).numpy()],
+        },
+        {"tokenizer": "gpt2", "vocab_size": 80},
+    )
     return out
 
 
 def pretrained(tmp_path, kind):
     torch.manual_seed(0)
     if kind == "gpt2":
-        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64,
-                                                                  vocab_size=80))
+        hf = transformers.GPT2LMHeadModel(
+            transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=80)
+        )
     else:
-        hf = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
-            vocab_size=80, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=64, rotary_pct=0.25))
+        hf = transformers.GPTNeoXForCausalLM(
+            transformers.GPTNeoXConfig(
+                vocab_size=80,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=64,
+                rotary_pct=0.25,
+            )
+        )
     path = tmp_path / kind
     hf.save_pretrained(path)
     return path
 
 
 def probe_args(data_dir, out_dir, init_from, **kw):
-    args = dict(init_from=init_from, dataset=data_dir, out_dir=out_dir, freeze_pretrained=True, preproj=True,
-                content_skip=True, block_size=32, batch_size=4, gradient_accumulation_steps=1, max_iters=3,
-                eval_interval=3, eval_iters=1, warmup_iters=1, learning_rate=1e-2, weight_decay=0.0,
-                device="cpu", compile=False, cpu_peak_flops=1e11)
+    args = dict(
+        init_from=init_from,
+        dataset=data_dir,
+        out_dir=out_dir,
+        freeze_pretrained=True,
+        preproj=True,
+        content_skip=True,
+        block_size=32,
+        batch_size=4,
+        gradient_accumulation_steps=1,
+        max_iters=3,
+        eval_interval=3,
+        eval_iters=1,
+        warmup_iters=1,
+        learning_rate=1e-2,
+        weight_decay=0.0,
+        device="cpu",
+        compile=False,
+        cpu_peak_flops=1e11,
+    )
     args.update(kw)
     return [f"--{k}={v}" for k, v in args.items()]
 
@@ -124,11 +154,13 @@ def test_scoring_on_items_with_known_answers():
     model = Successor()
     items = [{"text": "uvwxyz abc"}, {"text": "uvwxyz abd"}, {"text": "ghij klm"}]
     assert evaluate.lambada(model, encode_chars, items, batch_size=2) == {"acc": pytest.approx(1 / 3), "n": 3}
-    items = [{"context": "abc", "endings": ["x", "de", "dx", "zz"], "label": 1},  # both scores right
-             {"context": "mno", "endings": ["pqr", "a", "pa"], "label": 0},  # both right
-             {"context": "mno", "endings": ["pq", "a"], "label": 1},  # both wrong
-             # one bad step (-20) against three in 14 characters (-60, but -4.3 per character)
-             {"context": "mno", "endings": ["a", "pqrstuvwxyzaaa"], "label": 1}]
+    items = [
+        {"context": "abc", "endings": ["x", "de", "dx", "zz"], "label": 1},  # both scores right
+        {"context": "mno", "endings": ["pqr", "a", "pa"], "label": 0},  # both right
+        {"context": "mno", "endings": ["pq", "a"], "label": 1},  # both wrong
+        # one bad step (-20) against three in 14 characters (-60, but -4.3 per character)
+        {"context": "mno", "endings": ["a", "pqrstuvwxyzaaa"], "label": 1},
+    ]
     result = evaluate.multiple_choice(model, encode_chars, items, batch_size=3)
     assert result == {"acc": 0.5, "acc_norm": 0.75, "n": 4}
     lines = ["the quick brown fox", "jumps over the lazy dog and a long tail " * 3]
@@ -140,17 +172,23 @@ def test_scoring_on_items_with_known_answers():
 
 
 def test_eval_cli_on_local_files(data_dir, tmp_path):
-    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64)
-                                 ).save_pretrained(tmp_path / "gpt2")  # the real vocabulary, so GPT-2 BPE fits
+    transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64)
+    ).save_pretrained(tmp_path / "gpt2")  # the real vocabulary, so GPT-2 BPE fits
     files = {
         "lambada": [{"text": "the cat sat on the mat"}, {"text": "one two three four"}],
         "hellaswag": [{"ctx": "He opened the door", "endings": ["and left.", "a", "b", "c"], "label": "0"}],
-        "arc_easy": [{"question": "What is 2+2?", "choices": {"text": ["4", "5"], "label": ["A", "B"]},
-                      "answerKey": "A"}],
+        "arc_easy": [
+            {"question": "What is 2+2?", "choices": {"text": ["4", "5"], "label": ["A", "B"]}, "answerKey": "A"}
+        ],
         "wikitext": [{"text": " = Title = \n"}, {"text": "A line of article text that is long enough to count here."}],
     }
-    args = [f"--init_from={tmp_path / 'gpt2'}", f"--out={tmp_path / 'eval.json'}", "--device=cpu",
-            "--wikitext_min_tokens=5"]
+    args = [
+        f"--init_from={tmp_path / 'gpt2'}",
+        f"--out={tmp_path / 'eval.json'}",
+        "--device=cpu",
+        "--wikitext_min_tokens=5",
+    ]
     for task, rows in files.items():
         (tmp_path / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         args.append(f"--{task}_file={tmp_path / f'{task}.jsonl'}")
@@ -162,9 +200,11 @@ def test_eval_cli_on_local_files(data_dir, tmp_path):
     (tmp_path / "bad.jsonl").write_text(json.dumps({"sentence": "x"}) + "\n")
     small = pretrained(tmp_path, "gpt2")  # vocab 80: GPT-2 BPE ids do not fit
     train.main(probe_args(data_dir, tmp_path / "run", small, max_iters=1, eval_interval=1))
-    for extra, message in [(["--tasks=('squad',)"], "unknown task(s) ['squad']"),
-                           ([f"--init_from=resume", f"--out_dir={tmp_path / 'run'}"], "but the model has vocab_size=80"),
-                           ([f"--lambada_file={tmp_path / 'bad.jsonl'}", "--tasks=('lambada',)"], "lacks ['text']")]:
+    for extra, message in [
+        (["--tasks=('squad',)"], "unknown task(s) ['squad']"),
+        (["--init_from=resume", f"--out_dir={tmp_path / 'run'}"], "but the model has vocab_size=80"),
+        ([f"--lambada_file={tmp_path / 'bad.jsonl'}", "--tasks=('lambada',)"], "lacks ['text']"),
+    ]:
         with pytest.raises(SystemExit) as e:
             evaluate.main(args + extra)
         assert message in str(e.value.code)
@@ -174,9 +214,22 @@ def test_wikitext_prepare_from_local_files(tmp_path):
     rows = [" = Heading = ", "x" * 50, "A" * 51, "short", "B" * 60 + " words", "C" * 70]
     for split in ("train", "val"):
         (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"text": r + "\n"}) + "\n" for r in rows))
-    r = subprocess.run([sys.executable, ROOT / "data/wikitext/prepare.py", "--train_file", tmp_path / "train.jsonl",
-                        "--val_file", tmp_path / "val.jsonl", "--train_lines", "2", "--out_dir", tmp_path / "out"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            ROOT / "data/wikitext/prepare.py",
+            "--train_file",
+            tmp_path / "train.jsonl",
+            "--val_file",
+            tmp_path / "val.jsonl",
+            "--train_lines",
+            "2",
+            "--out_dir",
+            tmp_path / "out",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     enc = gpt2_encoding()
     expected = enc.encode_ordinary("A" * 51) + [EOT] + enc.encode_ordinary("B" * 60 + " words") + [EOT]

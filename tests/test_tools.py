@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,26 +9,39 @@ import sample
 import train
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def run_dir(tmp_path_factory, shakespeare_char):
     """A tiny trained character-level run, made once for the sampling tests."""
-    data = tmp_path_factory.mktemp("data")
-    subprocess.run([sys.executable, ROOT / "data/shakespeare_char/prepare.py", "--input", SHAKESPEARE,
-                    "--out_dir", data], check=True, capture_output=True)
     out = tmp_path_factory.mktemp("run")
-    train.main([f"--dataset={data}", f"--out_dir={out}", "--n_layer=2", "--n_head=2", "--n_embd=32",
-                "--block_size=32", "--vocab_size=65", "--batch_size=4", "--gradient_accumulation_steps=1",
-                "--max_iters=20", "--eval_interval=20", "--eval_iters=1", "--device=cpu", "--compile=False",
-                "--query_mode=residual_gelu", "--cpu_peak_flops=1e11"])
+    train.main(
+        [
+            f"--dataset={shakespeare_char}",
+            f"--out_dir={out}",
+            "--n_layer=2",
+            "--n_head=2",
+            "--n_embd=32",
+            "--block_size=32",
+            "--vocab_size=65",
+            "--batch_size=4",
+            "--gradient_accumulation_steps=1",
+            "--max_iters=20",
+            "--eval_interval=20",
+            "--eval_iters=1",
+            "--device=cpu",
+            "--compile=False",
+            "--query_mode=residual_gelu",
+            "--cpu_peak_flops=1e11",
+        ]
+    )
     return out
 
 
 def samples(run_dir, *args):
-    (cfg,) = sample.parse([f"--out_dir={run_dir}", "--num_samples=2", "--max_new_tokens=40", *args],
-                          sample.SampleConfig)
+    (cfg,) = sample.parse(
+        [f"--out_dir={run_dir}", "--num_samples=2", "--max_new_tokens=40", *args], sample.SampleConfig
+    )
     return sample.generate(cfg)[0]
 
 
@@ -60,8 +71,17 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
 
 def test_bench_tiny_preset_writes_json(tmp_path):
     out = tmp_path / "b.json"
-    bench.main(["--preset=tiny", "--repeats=2", "--steps=1", "--modes=('linear', 'residual_gelu')",
-                "--device=cpu", "--cpu_peak_flops=1e11", f"--out={out}"])
+    bench.main(
+        [
+            "--preset=tiny",
+            "--repeats=2",
+            "--steps=1",
+            "--modes=('linear', 'residual_gelu')",
+            "--device=cpu",
+            "--cpu_peak_flops=1e11",
+            f"--out={out}",
+        ]
+    )
     report = json.loads(out.read_text())
     assert set(report["results"]) == {"linear", "residual_gelu"}
     lin, nlq = report["results"]["linear"], report["results"]["residual_gelu"]
@@ -74,8 +94,16 @@ def test_bench_tiny_preset_writes_json(tmp_path):
 def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
     d = root / name
     d.mkdir()
-    cfg = {"wandb_run_name": arm, "seed": seed, "query_mode": query_mode, "n_layer": 2, "n_head": 2, "n_embd": 8,
-           "block_size": 8, "vocab_size": 11}
+    cfg = {
+        "wandb_run_name": arm,
+        "seed": seed,
+        "query_mode": query_mode,
+        "n_layer": 2,
+        "n_head": 2,
+        "n_embd": 8,
+        "block_size": 8,
+        "vocab_size": 11,
+    }
     (d / "config.json").write_text(json.dumps(cfg))
     lines = [{"step": s, "loss": 3.0 - s / 100, "fingerprint": f} for s, f in enumerate(prints)]
     lines += [{"step": s, "val_loss": v, "train_eval_loss": v, "tokens": s * 100} for s, v in vals.items()]
@@ -106,9 +134,11 @@ def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
 def test_compare_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
     fake_run(tmp_path, "base", "baseline", 1, {0: 4.0}, ["a"])
-    for args, message in [([str(tmp_path / "empty")], "not an out_dir of train.py"),
-                          ([str(tmp_path / "base"), "--step=7"], "step 7 is not evaluated"),
-                          ([str(tmp_path / "base"), "--baseline=x"], "--baseline='x' is not an arm")]:
+    for args, message in [
+        ([str(tmp_path / "empty")], "not an out_dir of train.py"),
+        ([str(tmp_path / "base"), "--step=7"], "step 7 is not evaluated"),
+        ([str(tmp_path / "base"), "--baseline=x"], "--baseline='x' is not an arm"),
+    ]:
         with pytest.raises(SystemExit) as e:
             compare.main(args + ["--png="])
         assert message in str(e.value.code)

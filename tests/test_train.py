@@ -21,18 +21,32 @@ ROOT = Path(__file__).resolve().parents[1]
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("shakespeare_char")
-    subprocess.run([sys.executable, ROOT / "data/shakespeare_char/prepare.py", "--input", SHAKESPEARE,
-                    "--out_dir", out], check=True, capture_output=True)
-    return out
+@pytest.fixture
+def data_dir(shakespeare_char):
+    return shakespeare_char
 
 
 def tiny_args(data_dir, out_dir, **overrides):
-    args = dict(dataset=data_dir, out_dir=out_dir, n_layer=2, n_head=2, n_embd=32, block_size=32, vocab_size=65,
-                batch_size=4, gradient_accumulation_steps=4, max_iters=8, lr_decay_iters=8, eval_interval=4,
-                eval_iters=2, warmup_iters=2, learning_rate=1e-3, device="cpu", compile=False, cpu_peak_flops=1e11)
+    args = dict(
+        dataset=data_dir,
+        out_dir=out_dir,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        block_size=32,
+        vocab_size=65,
+        batch_size=4,
+        gradient_accumulation_steps=4,
+        max_iters=8,
+        lr_decay_iters=8,
+        eval_interval=4,
+        eval_iters=2,
+        warmup_iters=2,
+        learning_rate=1e-3,
+        device="cpu",
+        compile=False,
+        cpu_peak_flops=1e11,
+    )
     args.update(overrides)
     return [f"--{k}={v}" for k, v in args.items()]
 
@@ -81,8 +95,14 @@ def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py")]
     # Its own session, so that a hang kills every rank, not just the launcher (whose children hold the pipes).
-    p = subprocess.Popen(cmd + tiny_args(data_dir, tmp_path / "ddp", max_iters=4), env=env, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    p = subprocess.Popen(
+        cmd + tiny_args(data_dir, tmp_path / "ddp", max_iters=4),
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         _, err = p.communicate(timeout=240)
     except subprocess.TimeoutExpired:
@@ -95,7 +115,8 @@ def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
     for s in one:
         assert ddp[s]["loss"] == pytest.approx(one[s]["loss"], abs=1e-5)
     assert records(tmp_path / "ddp", "val_loss")[4]["val_loss"] == pytest.approx(
-        records(tmp_path / "one", "val_loss")[4]["val_loss"], abs=1e-5)
+        records(tmp_path / "one", "val_loss")[4]["val_loss"], abs=1e-5
+    )
 
 
 def test_sigkill_during_checkpoint_writes_never_leaves_an_unloadable_checkpoint(tmp_path):
@@ -124,8 +145,17 @@ def test_sigkill_during_checkpoint_writes_never_leaves_an_unloadable_checkpoint(
 
 
 def test_quick_start_config_runs_and_learns(data_dir, tmp_path):
-    cmd = [sys.executable, str(ROOT / "train.py"), str(ROOT / "config/shakespeare_char.py"), f"--dataset={data_dir}",
-           f"--out_dir={tmp_path}", "--max_iters=60", "--eval_interval=60", "--eval_iters=4", "--log_interval=20"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        str(ROOT / "config/shakespeare_char.py"),
+        f"--dataset={data_dir}",
+        f"--out_dir={tmp_path}",
+        "--max_iters=60",
+        "--eval_interval=60",
+        "--eval_iters=4",
+        "--log_interval=20",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     val = records(tmp_path, "val_loss")
@@ -137,8 +167,18 @@ def test_quick_start_config_runs_and_learns(data_dir, tmp_path):
 def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir, tmp_path):
     train.main(tiny_args(data_dir, tmp_path, max_iters=4))
     before = sha(tmp_path / "ckpt.pt")
-    message = error_of(tiny_args(data_dir, tmp_path, init_from="resume", learning_rate=1e30, warmup_iters=0,
-                                 grad_clip=0.0, max_iters=100, eval_interval=1000))
+    message = error_of(
+        tiny_args(
+            data_dir,
+            tmp_path,
+            init_from="resume",
+            learning_rate=1e30,
+            warmup_iters=0,
+            grad_clip=0.0,
+            max_iters=100,
+            eval_interval=1000,
+        )
+    )
     assert "non-finite" in message and "at step" in message
     step = int(message.split("at step ")[1].split(":")[0])
     assert step > 4
@@ -169,8 +209,9 @@ def test_lr_schedule():
 
 
 def test_weight_decay_only_on_matrices():
-    model = train.GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=2, n_embd=8,
-                                query_mode="residual_gelu", bias=True))
+    model = train.GPT(
+        GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=2, n_embd=8, query_mode="residual_gelu", bias=True)
+    )
     opt = train.make_optimizer(model, train.TrainConfig(weight_decay=0.5), "cpu")
     decayed, plain = opt.param_groups
     assert decayed["weight_decay"] == 0.5 and all(p.dim() >= 2 for p in decayed["params"])
@@ -182,8 +223,9 @@ def test_weight_decay_only_on_matrices():
 def test_config_parsing(tmp_path):
     conf = tmp_path / "c.py"
     conf.write_text("import math\nquery_mode = 'identity'\nweight_decay = 2**-5\nkeep_checkpoints = [5, 10]\n")
-    cfg, model_cfg = parse([str(conf), "--batch_size=3", "--out_dir=123", "--learning_rate=1"],
-                           train.TrainConfig, GPTConfig)
+    cfg, model_cfg = parse(
+        [str(conf), "--batch_size=3", "--out_dir=123", "--learning_rate=1"], train.TrainConfig, GPTConfig
+    )
     assert (model_cfg.query_mode, cfg.weight_decay, cfg.keep_checkpoints) == ("identity", 2**-5, (5, 10))
     assert (cfg.batch_size, cfg.out_dir, cfg.learning_rate) == (3, "123", 1.0)
     with pytest.raises(ConfigError, match="did you mean learning_rate"):

@@ -15,8 +15,6 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
@@ -41,8 +39,9 @@ def load_source(name: str, num_proc: int):
     try:
         return datasets.load_dataset(name, num_proc=num_proc)
     except Exception as e:  # a loading script, or another format the library no longer reads
-        print(f"load_dataset({name!r}) failed ({str(e).splitlines()[0]}); trying its parquet conversion",
-              file=sys.stderr)
+        print(
+            f"load_dataset({name!r}) failed ({str(e).splitlines()[0]}); trying its parquet conversion", file=sys.stderr
+        )
         return datasets.load_dataset(name, revision="refs/convert/parquet", num_proc=num_proc)
 
 
@@ -86,20 +85,36 @@ def main(argv=None):
         ds = load_source(args.dataset, args.num_proc)
         columns = ds["train"].column_names
         if args.text_field not in columns:
-            raise DataError(f"--text_field {args.text_field!r} is not a column of {args.dataset}: "
-                            f"columns are {columns}")
-        features = datasets.Features({"ids": datasets.Sequence(datasets.Value("uint16")),
-                                      "len": datasets.Value("int64")})
+            raise DataError(
+                f"--text_field {args.text_field!r} is not a column of {args.dataset}: columns are {columns}"
+            )
+        features = datasets.Features(
+            {"ids": datasets.Sequence(datasets.Value("uint16")), "len": datasets.Value("int64")}
+        )
         parts = {
-            name: d.map(tokenize, batched=True, fn_kwargs={"text_field": args.text_field},
-                        remove_columns=d.column_names, features=features, num_proc=args.num_proc,
-                        desc=f"tokenizing {name}")
+            name: d.map(
+                tokenize,
+                batched=True,
+                fn_kwargs={"text_field": args.text_field},
+                remove_columns=d.column_names,
+                features=features,
+                num_proc=args.num_proc,
+                desc=f"tokenizing {name}",
+            )
             for name, d in split(ds, args.val_size, args.seed).items()
         }
-        meta = write_dataset(args.out_dir, {n: stream_tokens(d) for n, d in parts.items()},
-                             {"tokenizer": "gpt2", "vocab_size": gpt2_encoding().n_vocab,
-                              "source": args.dataset, "text_field": args.text_field,
-                              "documents": {n: len(d) for n, d in parts.items()}}, force=args.force)
+        meta = write_dataset(
+            args.out_dir,
+            {n: stream_tokens(d) for n, d in parts.items()},
+            {
+                "tokenizer": "gpt2",
+                "vocab_size": gpt2_encoding().n_vocab,
+                "source": args.dataset,
+                "text_field": args.text_field,
+                "documents": {n: len(d) for n, d in parts.items()},
+            },
+            force=args.force,
+        )
     except DataError as e:
         sys.exit(f"error: {e}")
     print(f"train {meta['tokens']['train']:,} tokens, val {meta['tokens']['val']:,} tokens -> {args.out_dir}")

@@ -28,19 +28,24 @@ def main(argv=None):
     p.add_argument("--val_file", help="local JSONL rows with a 'text' field (default: the hub)")
     p.add_argument("--train_lines", type=int, default=2000)
     p.add_argument("--val_lines", type=int, default=300)
-    p.add_argument("--min_chars", type=int, default=51, help="at least this many characters (the paper: longer than 50)")
+    p.add_argument(
+        "--min_chars", type=int, default=51, help="at least this many characters (the paper: longer than 50)"
+    )
     p.add_argument("--out_dir", default=str(HERE))
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
     try:
         meta, encode = load_tokenizer(args.tokenizer)
         splits = {}
-        for split, hub_split, path, n in (("train", "train", args.train_file, args.train_lines),
-                                          ("val", "validation", args.val_file, args.val_lines)):
+        for split, hub_split, path, n in (
+            ("train", "train", args.train_file, args.train_lines),
+            ("val", "validation", args.val_file, args.val_lines),
+        ):
             lines = wikitext_lines(hub_split, args.min_chars, n, path)
             splits[split] = [np.array(encode(line) + [meta["eos"]]) for line in lines]
-        meta = write_dataset(args.out_dir, splits, {**meta, "source": args.train_file or "Salesforce/wikitext"},
-                             force=args.force)
+        meta = write_dataset(
+            args.out_dir, splits, {**meta, "source": args.train_file or "Salesforce/wikitext"}, force=args.force
+        )
     except DataError as e:
         sys.exit(f"error: {e}")
     print(f"train {meta['tokens']['train']:,} tokens, val {meta['tokens']['val']:,} tokens -> {args.out_dir}")
