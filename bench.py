@@ -160,11 +160,12 @@ def run(cfg: BenchConfig):
             "prefill_s": summary(raw[m]["prefill_s"]),
             "decode_tokens_per_s": summary(raw[m]["decode_tok_s"]),
         }
-    ref = results["linear"]
-    for r in results.values():
-        r["train_ratio"] = r["train_step_s"]["median"] / ref["train_step_s"]["median"]
-        r["prefill_ratio"] = r["prefill_s"]["median"] / ref["prefill_s"]["median"]
-        r["decode_ratio"] = r["decode_tokens_per_s"]["median"] / ref["decode_tokens_per_s"]["median"]
+    # Ratios are paired within each round (both modes measured moments apart), then summarised: on a
+    # noisy machine this is far tighter than a ratio of medians.
+    paired = {"train_ratio": "train_s", "prefill_ratio": "prefill_s", "decode_ratio": "decode_tok_s"}
+    for m, r in results.items():
+        for key, metric in paired.items():
+            r[key] = summary([a / b for a, b in zip(raw[m][metric], raw["linear"][metric])])
     report = {
         "config": asdict(cfg),
         "device": torch.cuda.get_device_name(device) if device_type == "cuda" else "cpu",
@@ -179,8 +180,10 @@ def run(cfg: BenchConfig):
     return report
 
 
-def spread(summary, scale=1.0):
-    return f"{summary['median'] * scale:.1f} [{summary['min'] * scale:.1f}-{summary['max'] * scale:.1f}]"
+def spread(summary, scale=1.0, digits=1):
+    """median [min-max]"""
+    f = f".{digits}f"
+    return f"{summary['median'] * scale:{f}} [{summary['min'] * scale:{f}}-{summary['max'] * scale:{f}}]"
 
 
 def markdown(report):
@@ -188,7 +191,7 @@ def markdown(report):
     lines = [
         f"{c['preset']} on {report['device']} ({report['dtype']}, compile={c['compile']}), train batch "
         f"{c['batch_size']}, prompt {c['prompt_len']}, {c['decode_tokens']} decoded tokens; median "
-        f"[min-max] over {c['repeats']} interleaved rounds; ratios are to linear.",
+        f"[min-max] over {c['repeats']} interleaved rounds; ratios are to linear within each round.",
         "",
         "| mode | params | train ms/step | ratio | tokens/s | MFU | peak mem | prefill ms | ratio "
         "| decode tok/s | ratio |",
@@ -200,9 +203,9 @@ def markdown(report):
         mem = f"{r['peak_mem_bytes'] / 2**30:.1f} GiB" if r["peak_mem_bytes"] else "n/a"
         lines.append(
             f"| {m} | {r['non_embedding_params'] / 1e6:.2f}M | {spread(t, 1e3)} "
-            f"| {r['train_ratio']:.3f} | {r['train_tokens_per_s']:,.0f} | {mfu} | {mem} "
-            f"| {spread(p, 1e3)} | {r['prefill_ratio']:.3f} "
-            f"| {spread(d)} | {r['decode_ratio']:.3f} |"
+            f"| {spread(r['train_ratio'], digits=3)} | {r['train_tokens_per_s']:,.0f} | {mfu} | {mem} "
+            f"| {spread(p, 1e3)} | {spread(r['prefill_ratio'], digits=3)} "
+            f"| {spread(d)} | {spread(r['decode_ratio'], digits=3)} |"
         )
     if "linear_generate_no_cache_tokens_per_s" in report:
         rate = report["linear_generate_no_cache_tokens_per_s"]

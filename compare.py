@@ -1,7 +1,8 @@
-"""The paper-style table and validation curves of training runs, from their out_dirs (offline).
+"""The paper-style table and validation curves of training runs, from their out_dirs (offline) or wandb.
 
     python compare.py out-owt-*                                   # every arm at the last common eval step
     python compare.py out-owt-* --baseline=baseline --step=30000 --png=curves.png
+    python compare.py --wandb=me/nonlinear-queries --group=owt-gpt2-small
 
 A run's arm is its wandb_run_name (else its query_mode); runs of one arm with different seeds are
 aggregated as mean +- std, with Welch's t-test against the baseline arm. The footer says whether all
@@ -27,19 +28,36 @@ class CompareError(Exception):
 
 
 class Run:
-    def __init__(self, path: Path):
-        self.path = path
+    """One training run: its config and its step records (train records and evaluation records)."""
+
+    def __init__(self, name: str, config: dict, records):
+        self.name, self.config = name, config
+        self.arm = config.get("wandb_run_name") or config["query_mode"]
+        self.evals, self.steps = {}, {}  # step -> record; a later record of a step replaces an earlier one
+        for r in records:
+            (self.evals if "val_loss" in r else self.steps)[r["step"]] = r
+        if not self.evals:
+            raise CompareError(f"{name} holds no evaluation yet")
+
+    @classmethod
+    def from_dir(cls, path: Path):
         if not (path / "metrics.jsonl").is_file() or not (path / "config.json").is_file():
             raise CompareError(f"{path} has no metrics.jsonl and config.json: not an out_dir of train.py")
-        self.config = json.loads((path / "config.json").read_text())
-        self.arm = self.config.get("wandb_run_name") or self.config["query_mode"]
-        self.evals, self.steps = {}, {}  # step -> record; a later record of a step replaces an earlier one
-        for line in (path / "metrics.jsonl").read_text().splitlines():
-            if line:
-                r = json.loads(line)
-                (self.evals if "val_loss" in r else self.steps)[r["step"]] = r
-        if not self.evals:
-            raise CompareError(f"{path}/metrics.jsonl holds no evaluation yet")
+        lines = (path / "metrics.jsonl").read_text().splitlines()
+        return cls(str(path), json.loads((path / "config.json").read_text()), [json.loads(x) for x in lines if x])
+
+    @classmethod
+    def from_wandb(cls, run):
+        """A wandb run logged by train.py. wandb merges what was logged at one step into one history row;
+        split it back into the train record and the evaluation record."""
+        records = []
+        for row in run.scan_history():
+            step = row["_step"]
+            if row.get("val_loss") is not None:
+                records.append({"step": step, "val_loss": row["val_loss"], "tokens": row.get("tokens")})
+            if row.get("loss") is not None:
+                records.append({"step": step, "loss": row["loss"], "fingerprint": row.get("fingerprint")})
+        return cls(f"wandb:{run.name}", dict(run.config), records)
 
     def non_embedding_params(self) -> int:
         names = {f.name for f in fields(GPTConfig)}
@@ -64,7 +82,7 @@ def fingerprint_report(runs) -> str:
     if not common:
         return "no logged step is common to all runs: identical batches cannot be checked"
     for s in common:
-        prints = {r.path.name: r.steps[s]["fingerprint"] for r in runs}
+        prints = {r.name: r.steps[s]["fingerprint"] for r in runs}
         if len(set(prints.values())) > 1:
             return (
                 f"WARNING: the runs trained on different batches (first at step {s}: {prints}); "
@@ -142,14 +160,24 @@ def plot(runs, path, smooth=0.9):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="+", help="out_dirs or glob patterns")
+    p.add_argument("runs", nargs="*", help="out_dirs or glob patterns")
+    p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from wandb instead (with --group)")
+    p.add_argument("--group", help="the wandb group of the runs to compare")
     p.add_argument("--baseline", help="the arm to compare against (default: 'baseline', else 'linear')")
     p.add_argument("--step", type=int, help="evaluation step to compare (default: the last common one)")
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
     args = p.parse_args(argv)
     try:
-        paths = sorted({Path(m) for pattern in args.runs for m in (glob.glob(pattern) or [pattern])})
-        runs = [Run(path) for path in paths]
+        if args.wandb:
+            import wandb
+
+            found = wandb.Api().runs(args.wandb, filters={"group": args.group} if args.group else {})
+            runs = [Run.from_wandb(r) for r in found]
+        else:
+            paths = sorted({Path(m) for pattern in args.runs for m in (glob.glob(pattern) or [pattern])})
+            runs = [Run.from_dir(path) for path in paths]
+        if not runs:
+            raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
         lines, _ = table(runs, args.baseline, args.step)
     except CompareError as e:
         sys.exit(f"error: {e}")

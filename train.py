@@ -286,7 +286,7 @@ def run(argv):
         if cfg.wandb_log:
             import wandb
 
-            wandb.log({k: v for k, v in record.items() if k not in ("step", "fingerprint")}, step=record["step"])
+            wandb.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
 
     def save(it):
         state = {

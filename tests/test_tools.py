@@ -1,5 +1,7 @@
 import json
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -85,7 +87,9 @@ def test_bench_tiny_preset_writes_json(tmp_path):
     report = json.loads(out.read_text())
     assert set(report["results"]) == {"linear", "residual_gelu"}
     lin, nlq = report["results"]["linear"], report["results"]["residual_gelu"]
-    assert lin["train_ratio"] == 1.0 and nlq["train_ratio"] > 0
+    assert lin["train_ratio"]["median"] == 1.0 and nlq["train_ratio"]["median"] > 0
+    steps = zip(nlq["train_step_s"]["samples"], lin["train_step_s"]["samples"])
+    assert nlq["train_ratio"]["samples"] == [a / b for a, b in steps]  # paired within each round
     assert len(nlq["train_step_s"]["samples"]) == 2 and nlq["decode_tokens_per_s"]["median"] > 0
     assert nlq["non_embedding_params"] > lin["non_embedding_params"]
     assert report["linear_generate_no_cache_tokens_per_s"] > 0
@@ -142,3 +146,30 @@ def test_compare_bad_input(tmp_path):
         with pytest.raises(SystemExit) as e:
             compare.main(args + ["--png="])
         assert message in str(e.value.code)
+
+
+def test_compare_reads_runs_from_wandb(monkeypatch, capsys):
+    class FakeRun:  # the part of wandb's public API that compare.py reads
+        def __init__(self, name, arm, rows):
+            self.name, self.config, self.rows = name, {"wandb_run_name": arm, "query_mode": "linear", "seed": 1}, rows
+
+        def scan_history(self):
+            return iter(self.rows)
+
+    def rows(final):  # step 0 holds a train record and an evaluation merged into one row, as wandb stores them
+        return [
+            {"_step": 0, "loss": 4.1, "fingerprint": "f0", "val_loss": 4.0, "tokens": 0},
+            {"_step": 1, "loss": 3.9, "fingerprint": "f1"},
+            {"_step": 10, "val_loss": final, "tokens": 1000},
+        ]
+
+    class FakeApi:
+        def runs(self, path, filters):
+            assert (path, filters) == ("me/proj", {"group": "g"})
+            return [FakeRun("base", "baseline", rows(3.0)), FakeRun("nlq", "nlq", rows(2.97))]
+
+    monkeypatch.setitem(sys.modules, "wandb", SimpleNamespace(Api=FakeApi))
+    compare.main(["--wandb=me/proj", "--group=g", "--png="])
+    out = capsys.readouterr().out
+    assert "validation loss at step 10" in out and "| 2.9700 | 1 | +1.00% |" in out and "| 1,000 |" in out
+    assert "fingerprints equal at 2 common logged steps" in out

@@ -1,0 +1,69 @@
+"""Checks that need a CUDA device; skipped elsewhere (CI has none). On a GPU machine:
+python -m pytest -q tests/test_gpu.py && python bench.py
+"""
+
+import json
+
+import pytest
+import torch
+
+import train
+from model import GPT, QUERY_MODES, GPTConfig
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.parametrize("dtype,compile", [("bfloat16", True), ("float16", False)])
+def test_training_on_gpu(shakespeare_char, tmp_path, dtype, compile):
+    train.main(
+        [
+            f"--dataset={shakespeare_char}",
+            f"--out_dir={tmp_path}",
+            "--device=cuda",
+            f"--dtype={dtype}",
+            f"--compile={compile}",
+            "--query_mode=residual_gelu",
+            "--n_layer=2",
+            "--n_head=4",
+            "--n_embd=128",
+            "--block_size=64",
+            "--vocab_size=65",
+            "--batch_size=8",
+            "--gradient_accumulation_steps=2",
+            "--max_iters=40",
+            "--eval_interval=40",
+            "--eval_iters=4",
+            "--warmup_iters=5",
+            "--learning_rate=1e-3",
+        ]
+    )
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    val = [r["val_loss"] for r in records if "val_loss" in r]
+    assert val[-1] < val[0] - 0.5
+    assert all(r["mfu"] is None or 0 < r["mfu"] < 1 for r in records if "mfu" in r)
+
+
+@pytest.mark.parametrize("mode", QUERY_MODES)
+def test_kv_cache_parity_on_gpu(mode, monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # train.py turns TF32 on
+    torch.manual_seed(0)
+    model = (
+        GPT(
+            GPTConfig(
+                block_size=64,
+                vocab_size=97,
+                n_layer=2,
+                n_head=4,
+                n_embd=64,
+                query_mode=mode,
+                pos_embedding="rotary",
+                n_kv_head=2,
+            )
+        )
+        .cuda()
+        .eval()
+    )
+    prompt = torch.randint(0, 97, (2, 10), device="cuda")
+    assert torch.equal(
+        model.generate(prompt, 70, temperature=0), model.generate(prompt, 70, temperature=0, use_cache=False)
+    )
