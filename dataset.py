@@ -27,6 +27,13 @@ def prepare_command(data_dir: Path) -> str:
     return f"python {script}" if script.exists() else f"a prepare script that writes {data_dir}/meta.json"
 
 
+def refuse_overwrite(out_dir, force: bool) -> None:
+    """Raise unless out_dir holds no dataset files or force is set; prepare scripts call it before any work."""
+    existing = [str(Path(out_dir) / f) for f in ("train.bin", "val.bin", "meta.json") if (Path(out_dir) / f).exists()]
+    if existing and not force:
+        raise DataError(f"{', '.join(existing)} already exist: pass --force to overwrite")
+
+
 def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dict:
     """Stream each split's token chunks (iterables of int arrays) into <split>.bin and write meta.json.
     Memory stays at one chunk. Returns the meta written, with token counts added."""
@@ -34,10 +41,7 @@ def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dic
     vocab = meta["vocab_size"]
     if vocab > MAX_VOCAB:
         raise DataError(f"vocab_size={vocab} does not fit uint16 token files (ids must be <= {MAX_VOCAB - 1})")
-    finals = [out_dir / f"{s}.bin" for s in splits] + [out_dir / "meta.json"]
-    existing = [str(p) for p in finals if p.exists()]
-    if existing and not force:
-        raise DataError(f"{', '.join(existing)} already exist: pass --force to overwrite")
+    refuse_overwrite(out_dir, force)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts, tmps = {}, []
     try:
@@ -129,6 +133,7 @@ def prepare_text(doc: str, here: Path, tokenize, argv=None):
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
     try:
+        refuse_overwrite(args.out_dir, args.force)
         text = read_text(args.input, here / "input.txt", TINY_SHAKESPEARE_URL)
         cut = int(0.9 * len(text))
         train, val, meta = tokenize(text, text[:cut], text[cut:])

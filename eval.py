@@ -133,8 +133,11 @@ def load(cfg: EvalConfig):
     if cfg.init_from == "resume":
         model, ckpt = checkpoint.load_model(Path(cfg.out_dir) / "ckpt.pt")
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
-    elif cfg.init_from.startswith(("gpt2", "EleutherAI/")) or Path(cfg.init_from).is_dir():
-        model = GPT.from_pretrained(cfg.init_from)
+    elif GPT.is_pretrained_source(cfg.init_from):
+        try:
+            model = GPT.from_pretrained(cfg.init_from)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         # GPT-2 names, and local directories saved without a tokenizer, use GPT-2 BPE; others their own.
         local = Path(cfg.init_from).is_dir()
         own = (

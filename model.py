@@ -17,6 +17,7 @@ which is the default scale of every mode whose query carries the unscaled residu
 
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -438,6 +439,11 @@ class GPT(nn.Module):
             idx = torch.cat((idx, nxt), dim=1)
         return idx
 
+    @staticmethod
+    def is_pretrained_source(name: str) -> bool:
+        """Whether init_from names pretrained weights: a GPT-2 name, a hub id (owner/name) or a local directory."""
+        return name.startswith("gpt2") or "/" in name or Path(name).is_dir()
+
     @classmethod
     def from_pretrained(cls, name_or_path: str, **overrides):
         """GPT-2 ('gpt2' ... 'gpt2-xl') or GPT-NeoX / Pythia weights, by hub name or local HF directory,
@@ -445,7 +451,10 @@ class GPT(nn.Module):
         content_skip, lora_rank, ...); the parameters they add keep their fresh initialisation."""
         from transformers import AutoModelForCausalLM
 
-        hf = AutoModelForCausalLM.from_pretrained(name_or_path)  # any dtype: copy_ below casts to ours
+        try:
+            hf = AutoModelForCausalLM.from_pretrained(name_or_path)  # any dtype: copy_ below casts to ours
+        except (OSError, ValueError) as e:  # not on the hub, no network, or not a model directory
+            raise ValueError(f"cannot load pretrained weights {name_or_path!r}: {str(e).splitlines()[0]}") from None
         importers = {"gpt2": _from_gpt2, "gpt_neox": _from_neox}
         if hf.config.model_type not in importers:
             raise ValueError(

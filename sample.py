@@ -43,8 +43,11 @@ def load(cfg: SampleConfig):
     if cfg.init_from == "resume":
         model, ckpt = checkpoint.load_model(Path(cfg.out_dir) / "ckpt.pt")
         encode, decode = codec(ckpt.get("tokenizer") or {"tokenizer": "gpt2"})
-    elif cfg.init_from.startswith("gpt2") or Path(cfg.init_from).is_dir():
-        model = GPT.from_pretrained(cfg.init_from)
+    elif GPT.is_pretrained_source(cfg.init_from):
+        try:
+            model = GPT.from_pretrained(cfg.init_from)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         encode, decode = codec({"tokenizer": "gpt2"})
     else:
         raise ConfigError(f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 name or a local HF directory")

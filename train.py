@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import time
+import uuid
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -149,8 +150,11 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, meta: dict):
             raise ConfigError(f"cannot resume {ckpt_path} with a different setup: {'; '.join(mismatched)}")
         model = GPT(GPTConfig(**{**ckpt["model_args"], "dropout": model_cfg.dropout}))
         model.load_state_dict(checkpoint.clean_state_dict(ckpt["model"]))
-    elif cfg.init_from.startswith(("gpt2", "EleutherAI/")) or Path(cfg.init_from).is_dir():
-        model, ckpt, origin = GPT.from_pretrained(cfg.init_from, **probe), None, cfg.init_from
+    elif GPT.is_pretrained_source(cfg.init_from):
+        try:
+            model, ckpt, origin = GPT.from_pretrained(cfg.init_from, **probe), None, cfg.init_from
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     else:
         raise ConfigError(
             f"init_from={cfg.init_from!r} is invalid: use scratch, resume, a GPT-2 name (gpt2, "
@@ -268,7 +272,7 @@ def run(argv):
         if cfg.wandb_log:
             import wandb
 
-            wandb_id = wandb_id or wandb.util.generate_id()
+            wandb_id = wandb_id or uuid.uuid4().hex[:12]  # kept in the checkpoint, so a resume continues the run
             wandb.init(
                 project=cfg.wandb_project,
                 group=cfg.wandb_group,
@@ -378,6 +382,10 @@ def run(argv):
                 print(f"step {it}: loss {loss_value:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms, mfu {mfu_text}, eta {eta}")
         it += 1
 
+    if master and cfg.wandb_log:
+        import wandb
+
+        wandb.finish()
     if ddp:  # leave together: a rank that tears down while its peer is still saving can hang in gloo
         dist.barrier()
 

@@ -206,5 +206,7 @@ def test_shakespeare_char_prepare(tmp_path):
     text = SHAKESPEARE.read_text()
     assert decode(open_split(tmp_path, "train")[:500].tolist()) == text[:500]
     assert encode(text[:100]) == open_split(tmp_path, "train")[:100].tolist()
+    again = run("data/shakespeare_char/prepare.py", "--out_dir", tmp_path)  # no --input: must not try to download
+    assert again.returncode != 0 and "already exist" in again.stderr and "downloading" not in again.stderr
     missing = run("data/shakespeare_char/prepare.py", "--input", tmp_path / "nope.txt", "--out_dir", tmp_path / "x")
     assert missing.returncode != 0 and missing.stderr.strip() == f"error: --input {tmp_path / 'nope.txt'}: no such file"

@@ -242,6 +242,7 @@ def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path
     assert "data/nope/meta.json not found: run" in error_of(["--dataset=nope", f"--out_dir={tmp_path}"])
     assert "did you mean" in error_of(tiny_args(data_dir, tmp_path, n_layers=2))
     assert "init_from='gtp2'" in error_of(tiny_args(data_dir, tmp_path, init_from="gtp2"))
+    assert "cannot load pretrained weights" in error_of(tiny_args(data_dir, tmp_path, init_from=str(tmp_path)))
     assert "vocab_size=65" in error_of(tiny_args(data_dir, tmp_path, vocab_size=50))
     assert "fewer than block_size" in error_of(tiny_args(data_dir, tmp_path, block_size=200_000))
 
@@ -258,3 +259,27 @@ def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path
     assert "cannot be read" in error_of(tiny_args(data_dir, tmp_path, init_from="resume"))
     assert len((tmp_path / "ckpt.pt").read_bytes()) == len(data) // 2
     assert "not found" in error_of(tiny_args(data_dir, tmp_path / "empty", init_from="resume"))
+
+
+def test_wandb_offline_logging(data_dir, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    train.main(
+        tiny_args(
+            data_dir,
+            tmp_path / "run",
+            max_iters=2,
+            eval_interval=2,
+            wandb_log=True,
+            wandb_project="proj",
+            wandb_group="sweep1",
+            wandb_run_name="nlq",
+        )
+    )
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    data = next(runs[0].glob("*.wandb")).read_bytes()  # the run's record: names, config and history
+    for needle in (b"nlq", b"sweep1", b"proj", b"query_mode", b"val_loss", b"fingerprint", b"mfu"):
+        assert needle in data, needle

@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
-from dataset import DataError, write_dataset  # noqa: E402
+from dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
 from tokenizer import EOT, gpt2_encoding  # noqa: E402
 
 LOCAL_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
@@ -77,9 +77,7 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
     try:
-        finals = [Path(args.out_dir) / f for f in ("train.bin", "val.bin", "meta.json")]
-        if any(f.exists() for f in finals) and not args.force:  # fail before hours of work, not after
-            raise DataError(f"{args.out_dir} already holds a dataset: pass --force to overwrite")
+        refuse_overwrite(args.out_dir, args.force)  # fail before hours of work, not after
         import datasets
 
         ds = load_source(args.dataset, args.num_proc)

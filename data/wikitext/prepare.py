@@ -16,7 +16,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
-from dataset import DataError, write_dataset  # noqa: E402
+from dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
 from evaldata import wikitext_lines  # noqa: E402
 from tokenizer import load_tokenizer  # noqa: E402
 
@@ -35,6 +35,7 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
     try:
+        refuse_overwrite(args.out_dir, args.force)
         meta, encode = load_tokenizer(args.tokenizer)
         splits = {}
         for split, hub_split, path, n in (
