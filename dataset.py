@@ -15,7 +15,6 @@ import numpy as np
 
 DTYPE = np.uint16
 MAX_VOCAB = int(np.iinfo(DTYPE).max) + 1  # ids 0..65535
-SPLITS = ("train", "val")
 
 
 class DataError(Exception):

@@ -26,7 +26,7 @@ from configurator import ConfigError, parse
 from dataset import DataError
 from hardware import resolve_device, resolve_dtype
 from model import GPT
-from tokenizer import codec
+from tokenizer import codec, pretrained_tokenizer
 
 TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 
@@ -138,12 +138,7 @@ def load(cfg: EvalConfig):
             model = GPT.from_pretrained(cfg.init_from)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        # GPT-2 names, and local directories saved without a tokenizer, use GPT-2 BPE; others their own.
-        local = Path(cfg.init_from).is_dir()
-        own = (
-            (Path(cfg.init_from) / "tokenizer_config.json").exists() if local else not cfg.init_from.startswith("gpt2")
-        )
-        meta = {"tokenizer": "hf", "name": cfg.init_from} if own else {"tokenizer": "gpt2"}
+        meta = pretrained_tokenizer(cfg.init_from)
     else:
         raise ConfigError(
             f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a HF directory"

@@ -19,7 +19,7 @@ import checkpoint
 from configurator import ConfigError, parse
 from hardware import resolve_device, resolve_dtype
 from model import GPT
-from tokenizer import codec
+from tokenizer import codec, pretrained_tokenizer
 
 
 @dataclass
@@ -35,7 +35,6 @@ class SampleConfig:
     use_cache: bool = True
     device: str = "auto"
     dtype: str = "auto"
-    compile: bool = False
 
 
 def load(cfg: SampleConfig):
@@ -48,9 +47,11 @@ def load(cfg: SampleConfig):
             model = GPT.from_pretrained(cfg.init_from)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        encode, decode = codec({"tokenizer": "gpt2"})
+        encode, decode = codec(pretrained_tokenizer(cfg.init_from))
     else:
-        raise ConfigError(f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 name or a local HF directory")
+        raise ConfigError(
+            f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a local HF directory"
+        )
     return model, encode, decode
 
 
@@ -63,8 +64,6 @@ def generate(cfg: SampleConfig):
         raise ConfigError(str(e)) from None
     model, encode, decode = load(cfg)
     model.eval().to(device)
-    if cfg.compile:
-        model = torch.compile(model)
     prompt = cfg.start
     if prompt.startswith("FILE:"):
         path = Path(prompt[5:])

@@ -7,6 +7,7 @@ the sha256 that tiktoken itself expects: the result is tiktoken's gpt2 encoding,
 
 import functools
 import os
+from pathlib import Path
 
 import tiktoken
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
@@ -72,3 +73,13 @@ def load_tokenizer(name: str):
         tok = AutoTokenizer.from_pretrained(name)
         meta = {"tokenizer": "hf", "name": name, "vocab_size": len(tok), "eos": tok.eos_token_id}
     return meta, codec(meta)[0]
+
+
+def pretrained_tokenizer(name: str) -> dict:
+    """The tokenizer meta of pretrained weights: GPT-2 BPE for GPT-2 names and for local directories saved
+    without a tokenizer; the model's own transformers tokenizer otherwise (e.g. Pythia's)."""
+    if Path(name).is_dir():
+        own = (Path(name) / "tokenizer_config.json").exists()
+    else:
+        own = not name.startswith("gpt2")
+    return {"tokenizer": "hf", "name": name} if own else {"tokenizer": "gpt2"}

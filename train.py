@@ -28,7 +28,7 @@ import checkpoint
 from configurator import ConfigError, parse
 from dataset import DataError, load_meta, open_split
 from hardware import peak_flops, resolve_device, resolve_dtype
-from loader import TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
+from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
 from model import GPT, PROBE_FIELDS, GPTConfig
 
 # Fields that fix which tokens each step sees: a resume must not change them.
@@ -192,8 +192,8 @@ def main(argv=None):
 
 def run(argv):
     cfg, model_cfg = parse(argv, TrainConfig, GPTConfig)
-    if cfg.sampling not in ("random", "permutation"):
-        raise ConfigError(f"sampling={cfg.sampling!r} is invalid: use random or permutation")
+    if cfg.sampling not in SAMPLINGS:
+        raise ConfigError(f"sampling={cfg.sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
 
     ddp = "RANK" in os.environ
     rank, world_size = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)

@@ -210,3 +210,13 @@ def test_shakespeare_char_prepare(tmp_path):
     assert again.returncode != 0 and "already exist" in again.stderr and "downloading" not in again.stderr
     missing = run("data/shakespeare_char/prepare.py", "--input", tmp_path / "nope.txt", "--out_dir", tmp_path / "x")
     assert missing.returncode != 0 and missing.stderr.strip() == f"error: --input {tmp_path / 'nope.txt'}: no such file"
+
+
+def test_pretrained_tokenizer_choice(tmp_path):
+    from tokenizer import pretrained_tokenizer
+
+    assert pretrained_tokenizer("gpt2-medium") == {"tokenizer": "gpt2"}
+    assert pretrained_tokenizer("EleutherAI/pythia-160m") == {"tokenizer": "hf", "name": "EleutherAI/pythia-160m"}
+    assert pretrained_tokenizer(str(tmp_path)) == {"tokenizer": "gpt2"}  # saved without a tokenizer
+    (tmp_path / "tokenizer_config.json").write_text("{}")
+    assert pretrained_tokenizer(str(tmp_path)) == {"tokenizer": "hf", "name": str(tmp_path)}

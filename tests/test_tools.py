@@ -173,3 +173,20 @@ def test_compare_reads_runs_from_wandb(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "validation loss at step 10" in out and "| 2.9700 | 1 | +1.00% |" in out and "| 1,000 |" in out
     assert "fingerprints equal at 2 common logged steps" in out
+
+
+def test_sample_from_imported_gpt2_weights(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64)
+    ).save_pretrained(tmp_path)
+    args = [
+        f"--init_from={tmp_path}",
+        "--start=Hello world",
+        "--temperature=0",
+        "--max_new_tokens=8",
+        "--num_samples=2",
+    ]
+    (cfg,) = sample.parse(args, sample.SampleConfig)
+    a, b = sample.generate(cfg)[0]
+    assert a == b and a.startswith("Hello world") and len(a) > len("Hello world")
