@@ -53,9 +53,8 @@ def clean_state_dict(state: dict) -> dict:
     """Parameter names without torch.compile / DDP wrapper prefixes."""
     out = {}
     for k, v in state.items():
-        for p in PREFIXES:
-            while k.startswith(p):
-                k = k[len(p) :]
+        while k.startswith(PREFIXES):  # wrappers nest in either order: module._orig_mod.x, _orig_mod.module.x
+            k = k.split(".", 1)[1]
         out[k] = v
     return out
 

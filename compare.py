@@ -94,7 +94,7 @@ def fingerprint_report(runs) -> str:
 
 
 def table(runs, baseline: str | None, step: int | None):
-    """(markdown lines, the step compared)."""
+    """The table as markdown lines, footer included."""
     common = sorted(set.intersection(*(set(r.evals) for r in runs)))
     if step is None:
         if not common:
@@ -124,9 +124,9 @@ def table(runs, baseline: str | None, step: int | None):
         lines.append(
             f"| {arm} | {rs[0].non_embedding_params() / 1e6:.2f}M | {loss} | {len(vals)} "
             f"| {(base - mean) / base:+.2%} | {'—' if p is None else f'{p:.3g}'} "
-            f"| {rs[0].evals[step].get('tokens', 0):,} |"
+            f"| {rs[0].evals[step].get('tokens') or 0:,} |"
         )
-    return lines + ["", fingerprint_report(runs)], step
+    return lines + ["", fingerprint_report(runs)]
 
 
 def plot(runs, path, smooth=0.9):
@@ -178,7 +178,7 @@ def main(argv=None):
             runs = [Run.from_dir(path) for path in paths]
         if not runs:
             raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
-        lines, _ = table(runs, args.baseline, args.step)
+        lines = table(runs, args.baseline, args.step)
     except CompareError as e:
         sys.exit(f"error: {e}")
     print("\n".join(lines))

@@ -44,10 +44,12 @@ def parse(argv, *schemas):
         hints = typing.get_type_hints(cls)
         spec.update({f.name: (cls, hints[f.name]) for f in dataclasses.fields(cls)})
 
+    names = " and ".join(cls.__name__ for cls in schemas)
+
     def check_key(key, where):
         if key not in spec:
             near = difflib.get_close_matches(key, spec, n=3, cutoff=0.6)
-            hint = f": did you mean {' or '.join(near)}?" if near else ": see the dataclasses in train.py and model.py"
+            hint = f": did you mean {' or '.join(near)}?" if near else f": the keys are the fields of {names}"
             raise ConfigError(f"unknown config key {key!r} ({where}){hint}")
 
     values = {}
@@ -73,6 +75,8 @@ def parse(argv, *schemas):
                     exec(compile(f.read(), arg, "exec"), namespace)
             except FileNotFoundError:
                 raise ConfigError(f"config file {arg} not found") from None
+            except Exception as e:  # a config file is code: report its error in one line, with the place
+                raise ConfigError(f"config file {arg} failed: {type(e).__name__}: {e}") from None
             for key, value in namespace.items():
                 if key.startswith("_") or isinstance(value, (types.ModuleType, types.FunctionType, type)):
                     continue

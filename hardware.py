@@ -12,8 +12,8 @@ import torch
 GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more specific names first
     ("H100 PCIe", 756e12),
     ("H100", 989e12),
-    ("H200", 989e12),
     ("GH200", 989e12),
+    ("H200", 989e12),
     ("B200", 2250e12),
     ("A100", 312e12),
     ("A10G", 70e12),

@@ -236,6 +236,13 @@ def test_config_parsing(tmp_path):
         parse(["--compile=1"], train.TrainConfig, GPTConfig)
     with pytest.raises(ConfigError, match="query_mode='cubic'"):
         parse(["--query_mode=cubic"], train.TrainConfig, GPTConfig)
+    with pytest.raises(ConfigError, match="the keys are the fields of TrainConfig and GPTConfig"):
+        parse(["--zzz=1"], train.TrainConfig, GPTConfig)
+    conf.write_text("batch_size = (\n")
+    with pytest.raises(ConfigError, match=f"config file {conf} failed: SyntaxError"):
+        parse([str(conf)], train.TrainConfig, GPTConfig)
+    with pytest.raises(ConfigError, match="config file nowhere.py not found"):
+        parse(["nowhere.py"], train.TrainConfig, GPTConfig)
 
 
 def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path):
@@ -283,3 +290,8 @@ def test_wandb_offline_logging(data_dir, tmp_path, monkeypatch):
     data = next(runs[0].glob("*.wandb")).read_bytes()  # the run's record: names, config and history
     for needle in (b"nlq", b"sweep1", b"proj", b"query_mode", b"val_loss", b"fingerprint", b"mfu"):
         assert needle in data, needle
+
+
+def test_clean_state_dict_strips_nested_wrapper_prefixes():
+    state = {"module._orig_mod.lm_head.weight": 1, "_orig_mod.module.transformer.wte.weight": 2, "ln_f.weight": 3}
+    assert checkpoint.clean_state_dict(state) == {"lm_head.weight": 1, "transformer.wte.weight": 2, "ln_f.weight": 3}
