@@ -31,8 +31,15 @@ from hardware import peak_flops, resolve_device, resolve_dtype
 from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
 from model import GPT, PROBE_FIELDS, GPTConfig
 
-# Fields that fix which tokens each step sees: a resume must not change them.
-DATA_ORDER_FIELDS = ("dataset", "data_seed", "sampling", "batch_size", "gradient_accumulation_steps")
+# What fixes the tokens of each step and the validation windows: a resume must not change it. The
+# split of a step into micro-batches may change (e.g. a smaller batch_size after running out of memory).
+DATA_ORDER = {
+    "dataset": lambda c: c["dataset"],
+    "data_seed": lambda c: c["data_seed"],
+    "sampling": lambda c: c["sampling"],
+    "batch_size x gradient_accumulation_steps": lambda c: c["batch_size"] * c["gradient_accumulation_steps"],
+    "eval_iters x batch_size": lambda c: c["eval_iters"] * c["batch_size"],
+}
 
 
 @dataclass
@@ -142,9 +149,9 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, meta: dict):
             if k != "dropout" and getattr(model_cfg, k) != ckpt["model_args"][k]
         ]
         mismatched += [
-            f"{k} (checkpoint {ckpt['config'][k]!r}, config {getattr(cfg, k)!r})"
-            for k in DATA_ORDER_FIELDS
-            if ckpt["config"][k] != getattr(cfg, k)
+            f"{name} (checkpoint {rule(ckpt['config'])!r}, config {rule(asdict(cfg))!r})"
+            for name, rule in DATA_ORDER.items()
+            if rule(ckpt["config"]) != rule(asdict(cfg))
         ]
         if mismatched:
             raise ConfigError(f"cannot resume {ckpt_path} with a different setup: {'; '.join(mismatched)}")

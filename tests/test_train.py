@@ -83,6 +83,23 @@ def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(data_dir, tmp_path)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_resume_with_another_micro_batch_split_continues_the_same_data(data_dir, tmp_path):
+    train.main(tiny_args(data_dir, tmp_path / "full"))
+    train.main(tiny_args(data_dir, tmp_path / "split", max_iters=4))
+    # after an out-of-memory, say: half the rows per micro-step, twice the micro-steps and eval batches
+    train.main(
+        tiny_args(
+            data_dir, tmp_path / "split", init_from="resume", batch_size=2, gradient_accumulation_steps=8, eval_iters=4
+        )
+    )
+    full, split = records(tmp_path / "full", "loss"), records(tmp_path / "split", "loss")
+    assert [full[s]["fingerprint"] for s in range(8)] == [split[s]["fingerprint"] for s in range(8)]
+    assert [split[s]["loss"] for s in range(4, 8)] == pytest.approx([full[s]["loss"] for s in range(4, 8)], abs=1e-5)
+    assert records(tmp_path / "split", "val_loss")[8]["val_loss"] == pytest.approx(
+        records(tmp_path / "full", "val_loss")[8]["val_loss"], abs=1e-5
+    )
+
+
 def test_every_query_mode_sees_the_same_batches(data_dir, tmp_path):
     prints = []
     for mode, seed in (("linear", 1), ("identity", 2), ("wide_mlp", 3)):
@@ -259,6 +276,9 @@ def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path
     mismatch = error_of(tiny_args(data_dir, tmp_path, init_from="resume", n_embd=64, query_mode="identity"))
     assert "n_embd (checkpoint 32, config 64)" in mismatch and "query_mode" in mismatch
     assert "data_seed" in error_of(tiny_args(data_dir, tmp_path, init_from="resume", data_seed=5))
+    assert "batch_size x gradient_accumulation_steps (checkpoint 16, config 8)" in error_of(
+        tiny_args(data_dir, tmp_path, init_from="resume", batch_size=2)
+    )
     assert {p.name: sha(p) for p in tmp_path.iterdir()} == saved
 
     data = (tmp_path / "ckpt.pt").read_bytes()
