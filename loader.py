@@ -44,6 +44,7 @@ class TrainBatches:
         self.rows = batch_size * grad_accum
         self.n_windows = (len(tokens) - 1) // block_size
         self._perms = {}
+        self._last = (None, None)  # (step, offsets)
 
     def _permutation(self, epoch: int) -> np.ndarray:
         if epoch not in self._perms:
@@ -53,7 +54,12 @@ class TrainBatches:
         return self._perms[epoch]
 
     def offsets(self, step: int) -> np.ndarray:
-        """Start offsets of all rows of step's global batch."""
+        """Start offsets of all rows of step's global batch (kept for the step's micro-steps)."""
+        if self._last[0] != step:
+            self._last = (step, self._draw(step))
+        return self._last[1]
+
+    def _draw(self, step: int) -> np.ndarray:
         if self.sampling == "random":
             return _rng(self.seed, TRAIN_KEY, step).integers(0, len(self.tokens) - self.block_size, size=self.rows)
         k = step * self.rows + np.arange(self.rows)
