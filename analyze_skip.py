@@ -6,10 +6,11 @@ The paper reports ||W_skip||_F rising from about 0.13 (layers 0-7) to about 0.30
 """
 
 import argparse
-import sys
+import os
 from pathlib import Path
 
 import checkpoint
+from configurator import UserError, cli_main
 
 
 def skip_norms(state: dict) -> list[float]:
@@ -22,18 +23,17 @@ def skip_norms(state: dict) -> list[float]:
     return [norms[i] for i in sorted(norms)]
 
 
-def main(argv=None):
+def run(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out_dir", required=True, help="a run whose model has content_skip=True")
     p.add_argument("--png", default="skip_norms.png", help="where to write the plot ('' to skip)")
     args = p.parse_args(argv)
-    try:
-        ckpt = checkpoint.load(Path(args.out_dir) / "ckpt.pt")
-    except checkpoint.CheckpointError as e:
-        sys.exit(f"error: {e}")
+    if args.png and not os.access(Path(args.png).resolve().parent, os.W_OK):
+        raise UserError(f"--png {args.png}: its directory does not exist or is not writable")
+    ckpt = checkpoint.load(Path(args.out_dir) / "ckpt.pt")
     norms = skip_norms(checkpoint.clean_state_dict(ckpt["model"]))
     if not norms:
-        sys.exit(f"error: {args.out_dir}/ckpt.pt has no content skip: train with content_skip=True")
+        raise UserError(f"{args.out_dir}/ckpt.pt has no content skip: train with content_skip=True")
     print("| layer | ‖W_skip‖_F |\n|---|---|")
     for i, n in enumerate(norms):
         print(f"| {i} | {n:.4f} |")
@@ -51,6 +51,10 @@ def main(argv=None):
         fig.tight_layout()
         fig.savefig(args.png, dpi=120)
         print(f"\nplot: {args.png}")
+
+
+def main(argv=None):
+    cli_main(run, argv)
 
 
 if __name__ == "__main__":

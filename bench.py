@@ -2,7 +2,7 @@
 
     python bench.py                          # GPT-2 small (GPU: batch 12, compiled)
     python bench.py --preset=tiny            # the CPU quick-start shape
-    python bench.py --modes="('linear','residual_gelu')" --repeats=7 --out=bench.json
+    python bench.py --modes=linear,residual_gelu --repeats=7 --out=bench.json
 
 Modes are measured in interleaved rounds (every mode once per round, `repeats` rounds), so drifts in
 clock speed or load hit all modes alike; the table shows the median and the min-max spread over rounds.
@@ -13,14 +13,16 @@ import json
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 
 import torch
 
-from configurator import ConfigError, parse
-from hardware import peak_flops, resolve_device, resolve_dtype
+from atomic import atomic_write_text
+from configurator import ConfigError, cli_main, parse
+from hardware import autocast, peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
+
+ARMS = (*QUERY_MODES, "wide_mlp")  # wide_mlp: linear queries, mlp_ratio 4.75 (model.GPTConfig reads the name)
 
 PRESETS = {
     "gpt2": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50304),
@@ -31,7 +33,7 @@ PRESETS = {
 @dataclass
 class BenchConfig:
     preset: str = "gpt2"  # 'gpt2' (GPT-2 small) or 'tiny' (4 x 4 x 128, block 64)
-    modes: tuple[str, ...] = QUERY_MODES
+    modes: tuple[str, ...] = ARMS  # a comma list of query modes (and wide_mlp); linear is the reference
     batch_size: int | None = None  # training rows; None: 12, or 1 for gpt2 on CPU
     repeats: int = 5  # interleaved rounds
     steps: int = 3  # timed training steps per round (after one warm-up step)
@@ -65,7 +67,7 @@ class Subject:
         self.flops = self.model.flops_per_token(self.model.config.block_size)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=device.split(":")[0] in ("cuda", "cpu"))
         self.step_fn = torch.compile(self.model) if cfg.compile else self.model
-        self.ctx = nullcontext() if dtype == torch.float32 else torch.autocast(device.split(":")[0], dtype=dtype)
+        self.ctx = autocast(device, dtype)
         bs, vocab = self.model.config.block_size, self.model.config.vocab_size
         gen = torch.Generator().manual_seed(0)
         self.x = torch.randint(0, vocab, (cfg.batch_size, bs), generator=gen).to(device)
@@ -110,12 +112,12 @@ def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "samples": values}
 
 
-def run(cfg: BenchConfig):
+def measure(cfg: BenchConfig):
     if cfg.preset not in PRESETS:
         raise ConfigError(f"preset={cfg.preset!r} is invalid: use one of {', '.join(PRESETS)}")
-    unknown = [m for m in cfg.modes if m not in QUERY_MODES]
+    unknown = [m for m in cfg.modes if m not in ARMS]
     if unknown or "linear" not in cfg.modes:
-        raise ConfigError(f"modes={cfg.modes!r} must include 'linear' (the reference) and use only {QUERY_MODES}")
+        raise ConfigError(f"modes={cfg.modes!r} must include 'linear' (the reference) and use only {ARMS}")
     device = resolve_device(cfg.device)
     device_type = device.split(":")[0]
     dtype = resolve_dtype(cfg.dtype, device_type)
@@ -130,11 +132,13 @@ def run(cfg: BenchConfig):
         )
     peak, peak_source = peak_flops(device, dtype, cfg.cpu_peak_flops)
 
-    subjects = {m: Subject(m, cfg, device, dtype) for m in cfg.modes}
-    raw = {m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "peak_mem": None} for m in cfg.modes}
-    for s in subjects.values():  # warm-up: compilation, allocator, caches
+    subjects = {}
+    for m in cfg.modes:  # warm-up: compilation, allocator, caches
+        print(f"warming up {m} ...", file=sys.stderr)
+        subjects[m] = s = Subject(m, cfg, device, dtype)
         s.train_step()
         s.inference()
+    raw = {m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "peak_mem": None} for m in cfg.modes}
     for r in range(cfg.repeats):
         for m, s in subjects.items():
             if device_type == "cuda":
@@ -222,15 +226,16 @@ def markdown(report):
     return "\n".join(lines)
 
 
-def main(argv=None):
-    try:
-        (cfg,) = parse(sys.argv[1:] if argv is None else argv, BenchConfig)
-        report = run(cfg)
-    except (ConfigError, ValueError) as e:
-        sys.exit(f"error: {e}")
+def run(argv):
+    (cfg,) = parse(argv, BenchConfig, doc=__doc__, prog="bench.py")
+    report = measure(cfg)
     print(markdown(report))
-    with open(cfg.out, "w") as f:
-        json.dump(report, f, indent=1)
+    atomic_write_text(cfg.out, json.dumps(report, indent=1) + "\n")
+    print(f"results: {cfg.out}")
+
+
+def main(argv=None):
+    cli_main(run, argv)
 
 
 if __name__ == "__main__":

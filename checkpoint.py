@@ -1,35 +1,34 @@
-"""Checkpoints: written atomically, read with torch.load(weights_only=True).
-
-A checkpoint is written to a temporary file in the same directory, synced and renamed over the old
-one, so a crash or SIGKILL at any moment leaves either the old checkpoint or the new one, never a
-partial file under the final name.
+"""Checkpoints: written atomically (atomic.py), read with torch.load(weights_only=True); and the one path
+from a checkpoint, or pretrained weights, to a model ready for inference (sample.py, evaluation, bench).
 """
 
-import os
 from pathlib import Path
 
 import torch
 
+from atomic import atomic_write
+from configurator import ConfigError, UserError
+
 PREFIXES = ("_orig_mod.", "module.")  # torch.compile and DDP wrappers
 
 
-class CheckpointError(Exception):
-    """A checkpoint problem, explained in one line."""
+class CheckpointError(UserError):
+    """A checkpoint problem."""
+
+
+def _nbytes(obj) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return 0
 
 
 def save(obj: dict, path) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Write obj to path atomically; a failed write (full disk, ...) keeps the old file and raises WriteError."""
+    atomic_write(path, lambda f: torch.save(obj, f), needed_bytes=_nbytes(obj))
 
 
 def load(path, required=("model", "model_args")) -> dict:
@@ -59,14 +58,66 @@ def clean_state_dict(state: dict) -> dict:
     return out
 
 
+def _mismatch(path, e: Exception) -> CheckpointError:
+    return CheckpointError(
+        f"{path} does not match this version's model ({str(e).splitlines()[0]}): "
+        "use the version of this project that wrote it"
+    )
+
+
+def model_config(ckpt: dict, path, **overrides):
+    """The GPTConfig a checkpoint was trained with; overrides replace fields (dropout)."""
+    from model import GPTConfig
+
+    try:
+        return GPTConfig(**{**ckpt["model_args"], **overrides})
+    except (TypeError, ValueError) as e:  # a field this version lacks, or a value it refuses
+        raise _mismatch(path, e) from None
+
+
+def model_from(ckpt: dict, path, **overrides):
+    """The GPT a checkpoint describes, with its weights."""
+    from model import GPT
+
+    model = GPT(model_config(ckpt, path, **overrides))
+    try:
+        model.load_state_dict(clean_state_dict(ckpt["model"]))
+    except RuntimeError as e:
+        raise _mismatch(path, e) from None
+    return model
+
+
 def load_model(path):
     """(GPT, checkpoint dict) from a training checkpoint."""
-    from model import GPT, GPTConfig
-
     ckpt = load(path)
-    try:
-        model = GPT(GPTConfig(**ckpt["model_args"]))
-        model.load_state_dict(clean_state_dict(ckpt["model"]))
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{path} does not match this version's model ({str(e).splitlines()[0]})") from None
-    return model, ckpt
+    return model_from(ckpt, path), ckpt
+
+
+def load_for_inference(init_from: str, out_dir: str):
+    """(model, tokenizer meta) for sample.py, the evaluation and bench: out_dir's checkpoint for
+    init_from='resume', else pretrained weights (a GPT-2 or Pythia name or a local HF directory). The
+    tokenizer is the run's (kept in its checkpoint) and is checked to fit the model's vocabulary."""
+    from model import GPT
+    from tokenizer import pretrained_tokenizer, tokenizer_vocab
+
+    if init_from == "resume":
+        model, ckpt = load_model(Path(out_dir) / "ckpt.pt")
+        meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
+    elif GPT.is_pretrained_source(init_from):
+        try:
+            model = GPT.from_pretrained(init_from)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        meta = pretrained_tokenizer(init_from)
+    else:
+        raise ConfigError(
+            f"init_from={init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a local HF directory"
+        )
+    needed = tokenizer_vocab(meta)
+    if needed > model.config.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer ({meta['tokenizer']}) has {needed} ids but the model's vocab_size is "
+            f"{model.config.vocab_size}: the checkpoint lacks the tokenizer it was trained with (a nanoGPT "
+            "checkpoint?); train it with this project, or pass weights whose vocabulary fits"
+        )
+    return model, meta

@@ -13,18 +13,20 @@ import argparse
 import glob
 import json
 import math
+import os
 import statistics
-import sys
 from dataclasses import fields
 from pathlib import Path
 
 import torch
 
+from configurator import UserError, cli_main
 from model import GPT, GPTConfig
+from rundir import read_metrics
 
 
-class CompareError(Exception):
-    """A problem with the runs given, explained in one line."""
+class CompareError(UserError):
+    """A problem with the runs given."""
 
 
 class Run:
@@ -43,8 +45,11 @@ class Run:
     def from_dir(cls, path: Path):
         if not (path / "metrics.jsonl").is_file() or not (path / "config.json").is_file():
             raise CompareError(f"{path} has no metrics.jsonl and config.json: not an out_dir of train.py")
-        lines = (path / "metrics.jsonl").read_text().splitlines()
-        return cls(str(path), json.loads((path / "config.json").read_text()), [json.loads(x) for x in lines if x])
+        try:
+            config = json.loads((path / "config.json").read_text())
+        except json.JSONDecodeError as e:
+            raise CompareError(f"{path / 'config.json'} is not valid JSON ({e.msg})") from None
+        return cls(str(path), config, read_metrics(path / "metrics.jsonl"))
 
     @classmethod
     def from_wandb(cls, run):
@@ -108,6 +113,9 @@ def table(runs, baseline: str | None, step: int | None):
     baseline = baseline or ("baseline" if "baseline" in arms else "linear" if "linear" in arms else next(iter(arms)))
     if baseline not in arms:
         raise CompareError(f"--baseline={baseline!r} is not an arm of these runs: arms are {sorted(arms)}")
+    bad = [r.name for r in runs if not math.isfinite(r.evals[step]["val_loss"])]
+    if bad:
+        raise CompareError(f"{', '.join(bad)} has a non-finite val loss at step {step}: leave it out, or pass --step")
     losses = {a: [r.evals[step]["val_loss"] for r in rs] for a, rs in arms.items()}
     base = statistics.mean(losses[baseline])
     lines = [
@@ -158,7 +166,7 @@ def plot(runs, path, smooth=0.9):
     plt.close(fig)
 
 
-def main(argv=None):
+def run(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="*", help="out_dirs or glob patterns")
     p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from wandb instead (with --group)")
@@ -167,24 +175,26 @@ def main(argv=None):
     p.add_argument("--step", type=int, help="evaluation step to compare (default: the last common one)")
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
     args = p.parse_args(argv)
-    try:
-        if args.wandb:
-            import wandb
+    if args.png and not os.access(Path(args.png).resolve().parent, os.W_OK):
+        raise CompareError(f"--png {args.png}: its directory does not exist or is not writable")
+    if args.wandb:
+        import wandb
 
-            found = wandb.Api().runs(args.wandb, filters={"group": args.group} if args.group else {})
-            runs = [Run.from_wandb(r) for r in found]
-        else:
-            paths = sorted({Path(m) for pattern in args.runs for m in (glob.glob(pattern) or [pattern])})
-            runs = [Run.from_dir(path) for path in paths]
-        if not runs:
-            raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
-        lines = table(runs, args.baseline, args.step)
-    except CompareError as e:
-        sys.exit(f"error: {e}")
-    print("\n".join(lines))
+        found = wandb.Api().runs(args.wandb, filters={"group": args.group} if args.group else {})
+        runs = [Run.from_wandb(r) for r in found]
+    else:
+        paths = sorted({Path(m) for pattern in args.runs for m in (glob.glob(pattern) or [pattern])})
+        runs = [Run.from_dir(path) for path in paths]
+    if not runs:
+        raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
+    print("\n".join(table(runs, args.baseline, args.step)))
     if args.png:
         plot(runs, args.png)
         print(f"\ncurves: {args.png}")
+
+
+def main(argv=None):
+    cli_main(run, argv)
 
 
 if __name__ == "__main__":

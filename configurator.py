@@ -1,25 +1,55 @@
-"""Config files (Python assignments) and --key=value overrides, checked against dataclass fields.
+"""Config files (Python assignments) and --key=value overrides, checked against dataclass fields; and the
+one way every entry point reports a user's mistake.
 
     python train.py config/owt_nlq.py --batch_size=8 --query_mode=identity
+    python train.py --help
 
 Arguments apply left to right. Every key must be a field of one of the given dataclasses (a typo is an
-error that suggests the nearest keys) and every value must fit the field's type.
+error that suggests the nearest keys) and every value must fit the field's type. Tuple fields take a
+comma list (--tasks=lambada,wikitext) or Python syntax. --help lists every field with its type, default
+and the comment written beside it in the dataclass, so the help cannot drift from the code.
 """
 
 import ast
 import dataclasses
 import difflib
+import inspect
+import io
+import re
+import sys
+import tokenize
 import types
 import typing
 
 
-class ConfigError(Exception):
-    """A config problem, explained in one line."""
+class UserError(Exception):
+    """A mistake in what the user gave (config, data, checkpoint, prompt, file), explained in one line that
+    names the fix. Every entry point catches it once, in cli_main, and exits non-zero with that line."""
+
+
+class ConfigError(UserError):
+    """A config problem."""
+
+
+def cli_main(body, argv=None):
+    """Run body(argv) as a script's main: console lines reach a redirected file as they are printed
+    (nohup ... > log), and a UserError ends the program with its one line and exit status 1."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True)
+    try:
+        return body(sys.argv[1:] if argv is None else list(argv))
+    except UserError as e:
+        sys.exit(f"error: {e}")
+
+
+def _type_name(tp) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
 def _coerce(key, value, tp, where):
     def fail():
-        raise ConfigError(f"{key}={value!r} ({where}) is not of type {getattr(tp, '__name__', tp)}")
+        raise ConfigError(f"{key}={value!r} ({where}) is not of type {_type_name(tp)}")
 
     args = typing.get_args(tp)
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
@@ -37,8 +67,74 @@ def _coerce(key, value, tp, where):
     return value
 
 
-def parse(argv, *schemas):
-    """One instance of each dataclass in schemas, from defaults, config files and overrides."""
+def _tuple_item_type(tp):
+    """The element type of a tuple field (tuple[X, ...] or tuple[X, ...] | None), else None."""
+    for t in (tp, *typing.get_args(tp)):
+        if typing.get_origin(t) is tuple:
+            return typing.get_args(t)[0]
+    return None
+
+
+def _command_line_value(raw: str, tp):
+    """A command-line string as a Python value: strings need no quotes, tuples take comma lists."""
+    if tp is str or tp == str | None and raw != "None":
+        return raw
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    item_tp = _tuple_item_type(tp)
+    if item_tp is not None and value is not None and not isinstance(value, (tuple, list)):
+        value = tuple(_command_line_value(item.strip(), item_tp) for item in raw.split(",") if item.strip())
+    return value
+
+
+def field_docs(cls) -> list[tuple[str, str, str]]:
+    """(section, field, comment) for each field of a dataclass, read from its source: the comment at the
+    end of the field's line, and the section from the last comment line above it ('' if none)."""
+    out, section = [], ""
+    names = {f.name for f in dataclasses.fields(cls)}
+    source = inspect.getsource(cls)
+    lines = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            lines.setdefault(tok.start[0], []).append((tok.start[1], tok.string.lstrip("# ").strip()))
+    for number, text in enumerate(source.splitlines(), 1):
+        stripped = text.strip()
+        if stripped.startswith("#") and number in lines:
+            section = lines[number][0][1]
+            continue
+        m = re.match(r"\s*(\w+)\s*:", text)
+        if m and m.group(1) in names:
+            comment = next((c for col, c in lines.get(number, []) if col > 0), "")
+            out.append((section, m.group(1), comment))
+    return out
+
+
+def help_text(prog: str, doc: str, schemas) -> str:
+    """Every field of every schema: name, type, default and its comment, grouped by section."""
+    parts = [doc.strip(), "", f"usage: python {prog} [CONFIG_FILE.py ...] [--key=value ...]", ""]
+    for cls in schemas:
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
+        current = None
+        for section, name, comment in field_docs(cls):
+            heading = f"{cls.__name__}: {section}" if section else cls.__name__
+            if heading != current:
+                parts += ["", heading]
+                current = heading
+            parts.append(
+                f"  --{name}={defaults[name]!r}  ({_type_name(hints[name])})" + (f"  {comment}" if comment else "")
+            )
+    return "\n".join(parts) + "\n"
+
+
+def parse(argv, *schemas, doc: str = "", prog: str = ""):
+    """One instance of each dataclass in schemas, from defaults, config files and overrides. -h / --help
+    prints every field and exits 0."""
+    if any(a in ("-h", "--help") for a in argv):
+        print(help_text(prog or sys.argv[0], doc, schemas), end="")
+        sys.exit(0)
     spec = {}
     for cls in schemas:
         hints = typing.get_type_hints(cls)
@@ -49,7 +145,7 @@ def parse(argv, *schemas):
     def check_key(key, where):
         if key not in spec:
             near = difflib.get_close_matches(key, spec, n=3, cutoff=0.6)
-            hint = f": did you mean {' or '.join(near)}?" if near else f": the keys are the fields of {names}"
+            hint = f": did you mean {' or '.join(near)}?" if near else f": the keys are the fields of {names} (--help)"
             raise ConfigError(f"unknown config key {key!r} ({where}){hint}")
 
     values = {}
@@ -57,17 +153,12 @@ def parse(argv, *schemas):
         if arg.startswith("--"):
             key, eq, raw = arg[2:].partition("=")
             if not eq:
-                raise ConfigError(f"{arg}: overrides are written --key=value")
+                raise ConfigError(f"{arg}: overrides are written --key=value (--help lists the keys)")
             check_key(key, "command line")
             tp = spec[key][1]
-            if tp is str or tp == str | None and raw != "None":
-                value = raw  # strings need no quotes on the command line
-            else:
-                try:
-                    value = ast.literal_eval(raw)
-                except (ValueError, SyntaxError):
-                    value = raw
-            values[key] = _coerce(key, value, tp, "command line")
+            values[key] = _coerce(key, _command_line_value(raw, tp), tp, "command line")
+        elif arg.startswith("-"):
+            raise ConfigError(f"{arg}: options are written --key=value (--help lists the keys)")
         else:
             namespace = {"__file__": arg}
             try:

@@ -13,12 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-DTYPE = np.uint16
+from atomic import atomic_write_text, temp_path
+from configurator import UserError
+
+DTYPE = np.uint16  # what prepare writes; the loader reads meta.json's dtype, one of DTYPES
+DTYPES = ("uint16", "uint32")
 MAX_VOCAB = int(np.iinfo(DTYPE).max) + 1  # ids 0..65535
 
 
-class DataError(Exception):
-    """A dataset problem with a one-line explanation that names the fix."""
+class DataError(UserError):
+    """A dataset problem."""
 
 
 def prepare_command(data_dir: Path) -> str:
@@ -42,50 +46,76 @@ def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dic
         raise DataError(f"vocab_size={vocab} does not fit uint16 token files (ids must be <= {MAX_VOCAB - 1})")
     refuse_overwrite(out_dir, force)
     out_dir.mkdir(parents=True, exist_ok=True)
-    counts, tmps = {}, []
+    counts, max_ids, tmps = {}, {}, {}
     try:
         for name, chunks in splits.items():
-            tmp = out_dir / f"{name}.bin.tmp"
-            tmps.append(tmp)
-            n = 0
+            tmps[name] = tmp = temp_path(out_dir / f"{name}.bin")
+            n, top = 0, -1
             with open(tmp, "wb") as f:
                 for chunk in chunks:
                     chunk = np.asarray(chunk)
-                    if chunk.size and (chunk.min() < 0 or chunk.max() >= vocab):
-                        raise DataError(f"{name}: token id {int(chunk.max())} outside vocab_size={vocab}")
+                    if chunk.size:
+                        if chunk.min() < 0 or chunk.max() >= vocab:
+                            raise DataError(f"{name}: token id {int(chunk.max())} outside vocab_size={vocab}")
+                        top = max(top, int(chunk.max()))
                     f.write(chunk.astype(DTYPE).tobytes())
                     n += chunk.size
                 f.flush()
                 os.fsync(f.fileno())
-            counts[name] = n
+            if n == 0:
+                raise DataError(f"the {name} split is empty: the input holds no text (nothing was replaced)")
+            counts[name], max_ids[name] = n, top
         # Complete: drop the old marker first, so a crash while renaming never pairs new and old files.
         (out_dir / "meta.json").unlink(missing_ok=True)
-        for tmp in tmps:
-            os.replace(tmp, tmp.with_suffix(""))
-        meta = {**meta, "dtype": "uint16", "tokens": counts}
-        tmp_meta = out_dir / "meta.json.tmp"
-        tmp_meta.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-        os.replace(tmp_meta, out_dir / "meta.json")
+        for name, tmp in tmps.items():
+            os.replace(tmp, out_dir / f"{name}.bin")
+        meta = {**meta, "dtype": "uint16", "tokens": counts, "max_id": max_ids}
+        atomic_write_text(out_dir / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
         return meta
     finally:
-        for tmp in tmps:
+        for tmp in tmps.values():
             tmp.unlink(missing_ok=True)
 
 
 def load_meta(data_dir) -> dict:
+    """meta.json, with every field the loader needs checked."""
     path = Path(data_dir) / "meta.json"
+    redo = f"rerun `{prepare_command(data_dir)} --force`"
     if not path.exists():
         raise DataError(f"{path} not found: run `{prepare_command(data_dir)}` first")
-    return json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path} is not valid JSON ({e}): {redo}") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{path} is not a JSON object: {redo}")
+    tokens = meta.get("tokens")
+    problems = []
+    if not isinstance(meta.get("vocab_size"), int) or meta["vocab_size"] < 1:
+        problems.append("vocab_size (a positive integer)")
+    if meta.get("dtype") not in DTYPES:
+        problems.append(f"dtype (one of {', '.join(DTYPES)}; it has {meta.get('dtype')!r})")
+    if not isinstance(tokens, dict) or not all(isinstance(tokens.get(s), int) for s in ("train", "val")):
+        problems.append("tokens (the train and val token counts)")
+    if problems:
+        raise DataError(f"{path} lacks a valid {'; '.join(problems)}: {redo}")
+    return meta
 
 
 def open_split(data_dir, split: str, min_tokens: int = 0) -> np.ndarray:
-    """Memory-map one split, checked against meta.json (a truncated file is refused)."""
+    """Memory-map one split in meta.json's dtype, checked against meta.json (a truncated file is refused)."""
     meta = load_meta(data_dir)
     path = Path(data_dir) / f"{split}.bin"
     if not path.exists():
         raise DataError(f"{path} not found: run `{prepare_command(data_dir)}` first")
-    tokens = np.memmap(path, dtype=DTYPE, mode="r")
+    dtype = np.dtype(meta["dtype"])
+    size = path.stat().st_size
+    if size == 0 or size % dtype.itemsize:
+        raise DataError(
+            f"{path} has {size} bytes, not a whole number (> 0) of {meta['dtype']} tokens: "
+            f"the file is damaged, rerun `{prepare_command(data_dir)} --force`"
+        )
+    tokens = np.memmap(path, dtype=dtype, mode="r")
     if len(tokens) != meta["tokens"][split]:
         raise DataError(
             f"{path} holds {len(tokens)} tokens but meta.json says {meta['tokens'][split]}: "
@@ -99,13 +129,46 @@ def open_split(data_dir, split: str, min_tokens: int = 0) -> np.ndarray:
     return tokens
 
 
+def max_token_id(meta: dict, split: str, tokens: np.ndarray) -> int:
+    """The largest id in a split: recorded by prepare in meta.json, else computed once here."""
+    recorded = (meta.get("max_id") or {}).get(split)
+    if isinstance(recorded, int):
+        return recorded
+    step = 1 << 26
+    return max(int(tokens[i : i + step].max()) for i in range(0, len(tokens), step))
+
+
+def check_token_ids(data_dir, meta: dict, splits: dict) -> None:
+    """Every token id of every split is below meta.json's vocab_size (which the model's must then reach)."""
+    for name, tokens in splits.items():
+        top = max_token_id(meta, name, tokens)
+        if top >= meta["vocab_size"]:
+            raise DataError(
+                f"{Path(data_dir) / name}.bin holds token id {top}, but meta.json says vocab_size="
+                f"{meta['vocab_size']}: the dataset is inconsistent, rerun `{prepare_command(data_dir)} --force`"
+            )
+
+
+def decode_text(path: Path, data: bytes) -> str:
+    """The UTF-8 text of a file; binary or non-UTF-8 input is refused with the file named."""
+    if b"\x00" in data[: 1 << 20]:
+        raise DataError(f"{path} looks binary (it holds NUL bytes): pass a UTF-8 text file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path} is not UTF-8 text (byte {e.start}): convert it, e.g. iconv -t utf-8") from None
+    if not text.strip():
+        raise DataError(f"{path} holds no text: pass a non-empty file")
+    return text
+
+
 def read_text(input_path: str | None, cache: Path, url: str) -> str:
     """Text from --input, else from a cached download, else downloaded from url into the cache."""
     if input_path:
         path = Path(input_path)
         if not path.is_file():
             raise DataError(f"--input {input_path}: no such file")
-        return path.read_text(encoding="utf-8")
+        return decode_text(path, path.read_bytes())
     if not cache.exists():
         print(f"downloading {url} to {cache}", file=sys.stderr)
         try:
@@ -113,10 +176,8 @@ def read_text(input_path: str | None, cache: Path, url: str) -> str:
                 data = r.read()
         except OSError as e:
             raise DataError(f"could not download {url} ({e}): pass --input PATH to a local copy") from None
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, cache)
-    return cache.read_text(encoding="utf-8")
+        atomic_write_text(cache, decode_text(Path(url), data))
+    return decode_text(cache, cache.read_bytes())
 
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"

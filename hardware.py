@@ -1,4 +1,5 @@
-"""Peak throughput of the device in use, for model FLOPs utilisation (MFU).
+"""The machine a script runs on: which device and dtype to use, the autocast context for that choice,
+and the device's peak throughput for model FLOPs utilisation (MFU). Every entry point chooses here.
 
 GPU peaks are dense (no sparsity) tensor-core figures from the vendors' data sheets, in bf16/fp16; in
 float32 the tensor cores run TF32 at half that. Unknown GPUs report no MFU rather than a wrong one. A
@@ -6,8 +7,11 @@ CPU has no data-sheet figure here: its peak is configured, or measured as the be
 """
 
 import time
+from contextlib import nullcontext
 
 import torch
+
+from configurator import ConfigError
 
 GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more specific names first
     ("H100 PCIe", 756e12),
@@ -27,9 +31,18 @@ GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more spe
 
 
 def resolve_device(name: str) -> str:
-    """'auto' is the first GPU if there is one, else the CPU."""
+    """'auto' is the first GPU if there is one, else the CPU. A device that is not there is refused."""
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    kind = name.split(":")[0]
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"device={name!r} but this torch ({torch.__version__}) sees no CUDA device: use --device=cpu or auto"
+        )
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device={name!r} but MPS is not available here: use --device=cpu or auto")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"device={name!r} is invalid: use auto, cpu, cuda, cuda:N or mps")
     return name
 
 
@@ -41,8 +54,13 @@ def resolve_dtype(name: str, device_type: str) -> torch.dtype:
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
     if name not in ("float32", "bfloat16", "float16"):
-        raise ValueError(f"dtype={name!r} is invalid: use auto, float32, bfloat16 or float16")
+        raise ConfigError(f"dtype={name!r} is invalid: use auto, float32, bfloat16 or float16")
     return getattr(torch, name)
+
+
+def autocast(device: str, dtype: torch.dtype):
+    """The mixed-precision context of a forward pass: none in float32."""
+    return nullcontext() if dtype == torch.float32 else torch.autocast(device.split(":")[0], dtype=dtype)
 
 
 def measure_cpu_flops(n: int = 1024, seconds: float = 0.5) -> float:

@@ -4,15 +4,13 @@ Every architecture choice of the project lives here: GPTConfig is the one descri
 and GPT builds it. Parameter names follow nanoGPT / HF GPT-2 (transformer.wte, transformer.h.0.attn
 .c_attn, ...) so GPT-2 weights load by name.
 
-query_mode (arXiv 2603.13381, "Beyond Linearity in Attention Projections"):
+query_mode (arXiv 2603.13381, "Beyond Linearity in Attention Projections"), one entry of QUERY_MODES each:
   linear         Q = X W_Q                                       (standard; Q, K, V from one matmul)
   identity       Q = X                                           (no W_Q at all)
   residual       Q = X + X W_Q                                   (linear ablation of the paper's code)
   residual_gelu  Q = X + LayerNorm(W2 GELU(W1 RMSNorm(X)))       (the paper's nonlinear query)
-  wide_mlp       linear queries, MLP hidden 4.75 d               (the paper's +12.5 % params arm)
-X is the attention input (the output of ln_1). The paper writes the nonlinear query as (X + f(X)) / 2;
-like its official code we drop the 1/2 here and fold it into the softmax scale, 1/(2 sqrt(head_dim)),
-which is the default scale of every mode whose query carries the unscaled residual X.
+X is the attention input (the output of ln_1). The paper's "wide MLP" arm (+12.5 % parameters) is linear
+queries with mlp_ratio=4.75; query_mode='wide_mlp' is still read as exactly that.
 """
 
 import math
@@ -23,9 +21,27 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-QUERY_MODES = ("linear", "identity", "residual", "residual_gelu", "wide_mlp")
-# Modes whose query is X plus something: the paper's 1/2 is folded into the attention scale.
-HALF_SCALE_MODES = ("identity", "residual", "residual_gelu")
+
+@dataclass(frozen=True)
+class QueryMode:
+    """One query function. linear_q: c_attn computes an n_embd-wide X W_Q; mlp: the block holds the
+    QueryMLP f; half_scale: the query carries the unscaled residual X, so the paper's (X + f(X)) / 2 is
+    computed as X + f(X) with the 1/2 folded into the softmax scale, 1/(2 sqrt(head_dim)), as the paper's
+    official code does. query(x, xw, f) is the query from X, X W_Q (if linear_q) and f (if mlp)."""
+
+    linear_q: bool
+    mlp: bool
+    half_scale: bool
+    query: object
+
+
+QUERY_MODES = {
+    "linear": QueryMode(linear_q=True, mlp=False, half_scale=False, query=lambda x, xw, f: xw),
+    "identity": QueryMode(linear_q=False, mlp=False, half_scale=True, query=lambda x, xw, f: x),
+    "residual": QueryMode(linear_q=True, mlp=False, half_scale=True, query=lambda x, xw, f: x + xw),
+    "residual_gelu": QueryMode(linear_q=False, mlp=True, half_scale=True, query=lambda x, xw, f: x + f(x)),
+}
+WIDE_MLP_RATIO = 4.75  # the paper's wide-MLP arm: 4.75 d = 3648 hidden units at d = 768
 # Fields a pretrained import takes from the config; a checkpoint's weights fix every other field.
 PROBE_FIELDS = ("dropout", "preproj", "preproj_ratio", "content_skip", "skip_init_std", "lora_rank", "lora_alpha")
 ACTIVATIONS = ("gelu", "gelu_tanh")
@@ -42,10 +58,10 @@ class GPTConfig:
     n_kv_head: int | None = None  # None: one K/V head per query head; fewer: grouped-query attention
     dropout: float = 0.0
     bias: bool = False  # biases in the Linear and LayerNorm layers (GPT-2 and GPT-NeoX: True)
-    query_mode: str = "linear"
+    query_mode: str = "linear"  # linear, identity, residual or residual_gelu (see QUERY_MODES)
     query_hidden: int | None = None  # residual_gelu's W1 width r; None: n_embd // 2 (the paper)
-    attn_scale: float | None = None  # softmax scale; None: the query mode's default (see module doc)
-    mlp_ratio: float | None = None  # MLP hidden = int(mlp_ratio * n_embd); None: 4, or 4.75 for wide_mlp
+    attn_scale: float | None = None  # softmax scale; None: the query mode's default (see QueryMode)
+    mlp_ratio: float | None = None  # MLP hidden = int(mlp_ratio * n_embd); None: 4 (13/3 gives the paper's 3328)
     activation: str = "gelu"  # MLP activation: exact 'gelu' (nanoGPT, Pythia) or 'gelu_tanh' (GPT-2)
     pos_embedding: str = "learned"  # 'learned' table or 'rotary' (no table)
     rotary_pct: float = 1.0  # fraction of each head's dims that rotary rotates (GPT-NeoX: 0.25)
@@ -66,6 +82,9 @@ class GPTConfig:
         def bad(field, allowed):
             raise ValueError(f"{field}={getattr(self, field)!r} is invalid: {allowed}")
 
+        if self.query_mode == "wide_mlp":  # the old name of an arm, kept for configs and checkpoints
+            self.query_mode = "linear"
+            self.mlp_ratio = WIDE_MLP_RATIO if self.mlp_ratio is None else self.mlp_ratio
         if self.query_mode not in QUERY_MODES:
             bad("query_mode", "use one of " + ", ".join(QUERY_MODES))
         if self.activation not in ACTIVATIONS:
@@ -100,15 +119,17 @@ class GPTConfig:
 
     @property
     def mlp_hidden(self) -> int:
-        ratio = self.mlp_ratio if self.mlp_ratio is not None else (4.75 if self.query_mode == "wide_mlp" else 4.0)
-        return int(ratio * self.n_embd)
+        return int((self.mlp_ratio if self.mlp_ratio is not None else 4.0) * self.n_embd)
+
+    @property
+    def query(self) -> QueryMode:
+        return QUERY_MODES[self.query_mode]
 
     @property
     def scale(self) -> float:
         if self.attn_scale is not None:
             return self.attn_scale
-        half = 0.5 if self.query_mode in HALF_SCALE_MODES else 1.0
-        return half / math.sqrt(self.head_dim)
+        return (0.5 if self.query.half_scale else 1.0) / math.sqrt(self.head_dim)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -214,12 +235,12 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.n_head, self.n_kv_head, self.head_dim = config.n_head, config.kv_heads, config.head_dim
-        self.query_mode = config.query_mode
-        self.q_dim = config.n_embd if config.query_mode in ("linear", "wide_mlp", "residual") else 0
+        self.mode = config.query
+        self.q_dim = config.n_embd if self.mode.linear_q else 0
         self.kv_dim = self.n_kv_head * self.head_dim
         # One fused matmul for whatever linear projections the mode has (Q and K/V, or K/V only).
         self.c_attn = nn.Linear(config.n_embd, self.q_dim + 2 * self.kv_dim, bias=config.bias)
-        self.query = QueryMLP(config) if config.query_mode == "residual_gelu" else None
+        self.query = QueryMLP(config) if self.mode.mlp else None
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.lora_attn = self.lora_proj = None
         if config.lora_rank:
@@ -235,13 +256,8 @@ class CausalSelfAttention(nn.Module):
         qkv = self.c_attn(x)
         if self.lora_attn is not None:
             qkv = qkv + self.lora_attn(x)
-        q, k, v = qkv.split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
-        if self.query_mode == "identity":
-            q = x
-        elif self.query_mode == "residual":
-            q = x + q
-        elif self.query_mode == "residual_gelu":
-            q = x + self.query(x)
+        xw, k, v = qkv.split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
+        q = self.mode.query(x, xw, self.query)
         q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
         k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
         v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
@@ -411,10 +427,12 @@ class GPT(nn.Module):
         top_k: int | None = None,
         use_cache: bool = True,
         generator: torch.Generator | None = None,
+        vocab_limit: int | None = None,
     ):
         """Continue idx (B, T) by max_new_tokens tokens. temperature 0 is greedy. With the cache each
         step feeds one token; when the context is full the cache is refilled from the last block_size
-        tokens, so the result equals recomputation on the cropped context (nanoGPT's behaviour)."""
+        tokens, so the result equals recomputation on the cropped context (nanoGPT's behaviour).
+        vocab_limit: draw only ids below it (a vocabulary padded past the tokenizer's has rows of no token)."""
         bs = self.config.block_size
         cache = None
         if use_cache:
@@ -427,7 +445,7 @@ class GPT(nn.Module):
                 logits, _ = self(idx[:, -bs:], cache=cache, last_only=True)
             else:
                 logits, _ = self(idx[:, -1:], cache=cache, last_only=True)
-            logits = logits[:, -1, :].float()
+            logits = logits[:, -1, :vocab_limit].float()
             if temperature == 0:
                 nxt = logits.argmax(dim=-1, keepdim=True)
             else:

@@ -38,13 +38,27 @@ def gpt2_encoding() -> tiktoken.Encoding:
     )
 
 
+@functools.cache
+def hf_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name)
+
+
+def tokenizer_vocab(meta: dict) -> int:
+    """How many ids the tokenizer of a meta.json uses (a model's vocab_size may be padded beyond it)."""
+    if meta["tokenizer"] == "gpt2":
+        return gpt2_encoding().n_vocab
+    if meta["tokenizer"] == "char":
+        return len(meta["chars"])
+    return len(hf_tokenizer(meta["name"]))
+
+
 def codec(meta: dict):
     """(encode, decode) for a dataset's meta.json: 'gpt2' BPE, 'char' with meta['chars'], or 'hf' with
     meta['name'] (a transformers tokenizer, e.g. Pythia's)."""
     if meta["tokenizer"] == "hf":
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(meta["name"])
+        tok = hf_tokenizer(meta["name"])
         return (lambda s: tok.encode(s, add_special_tokens=False)), tok.decode
     if meta["tokenizer"] == "gpt2":
         enc = gpt2_encoding()
@@ -68,9 +82,7 @@ def load_tokenizer(name: str):
     if name == "gpt2":
         meta = {"tokenizer": "gpt2", "vocab_size": gpt2_encoding().n_vocab, "eos": EOT}
     else:
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(name)
+        tok = hf_tokenizer(name)
         meta = {"tokenizer": "hf", "name": name, "vocab_size": len(tok), "eos": tok.eos_token_id}
     return meta, codec(meta)[0]
 

@@ -3,33 +3,36 @@
     python train.py config/shakespeare_char.py                            # CPU quick start
     python train.py config/owt_nlq.py                                     # one GPU
     torchrun --standalone --nproc_per_node=8 train.py config/owt_nlq.py   # one node
+    torchrun --max-restarts=3 ... --init_from=auto                        # restarts resume by themselves
 
 Settings are the fields of TrainConfig below and of model.GPTConfig, set by config files and
---key=value overrides (configurator.py). The batches of step s are a pure function of (data_seed, s)
-(loader.py), so every arm of a comparison, every world size and every resumed run sees the same data;
-each logged step records a fingerprint of its global batch to prove it.
+--key=value overrides (configurator.py; --help lists them). The batches of step s are a pure function of
+(data_seed, s) (loader.py), so every arm of a comparison, every world size and every resumed run sees
+the same data; each logged step records a fingerprint of its global batch to prove it.
+
+The file reads top to bottom as the run does: distributed setup, data, the out_dir and how the run
+starts, the model, the optimizer, then the Trainer's loop of steps, evaluations and saves.
 """
 
 import json
 import math
 import os
-import sys
 import time
 import uuid
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
-from configurator import ConfigError, parse
-from dataset import DataError, load_meta, open_split
-from hardware import peak_flops, resolve_device, resolve_dtype
+from configurator import ConfigError, UserError, cli_main, parse
+from dataset import check_token_ids, load_meta, open_split
+from hardware import autocast, peak_flops, resolve_device, resolve_dtype
 from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
 from model import GPT, PROBE_FIELDS, GPTConfig
+from rundir import RunDir, Wandb
 
 # What fixes the tokens of each step and the validation windows: a resume must not change it. The
 # split of a step into micro-batches may change (e.g. a smaller batch_size after running out of memory).
@@ -40,24 +43,33 @@ DATA_ORDER = {
     "batch_size x gradient_accumulation_steps": lambda c: c["batch_size"] * c["gradient_accumulation_steps"],
     "eval_iters x batch_size": lambda c: c["eval_iters"] * c["batch_size"],
 }
+# What fixes the learning-rate curve: a resume that changes it bends the schedule mid-run.
+SCHEDULE = {
+    "learning_rate": lambda c: c["learning_rate"],
+    "min_lr": lambda c: c["min_lr"],
+    "warmup_iters": lambda c: c["warmup_iters"],
+    "decay_lr": lambda c: c["decay_lr"],
+    "end of the cosine (lr_decay_iters, else max_iters)": lambda c: c["lr_decay_iters"] or c["max_iters"],
+}
 
 
 @dataclass
 class TrainConfig:
     # I/O
-    out_dir: str = "out"
-    init_from: str = "scratch"  # 'scratch', 'resume' (from out_dir/ckpt.pt), or GPT-2 weights: 'gpt2'.. or a HF dir
+    out_dir: str = "out"  # one run per out_dir: checkpoints, metrics.jsonl, config.json
+    init_from: str = "scratch"  # scratch, resume, auto (resume if out_dir has a checkpoint), or 'gpt2'.. / a HF dir
     eval_interval: int = 2000  # evaluate and write out_dir/ckpt.pt every eval_interval steps
     eval_iters: int = 200  # the fixed validation set holds eval_iters * batch_size windows
-    eval_only: bool = False
-    log_interval: int = 1
+    eval_only: bool = False  # evaluate the checkpoint (or pretrained weights), print, write nothing
+    log_interval: int = 1  # steps between console lines / metrics records (the only host syncs)
     keep_checkpoints: tuple[int, ...] = ()  # steps whose checkpoint is also kept as ckpt_<step>.pt
     freeze_pretrained: bool = False  # frozen probe: train only preproj / content_skip / LoRA parameters
+    allow_schedule_change: bool = False  # let a resume change the lr schedule (max_iters, lr_decay_iters, ...)
     # wandb
-    wandb_log: bool = False
-    wandb_project: str = "nonlinear-queries"
+    wandb_log: bool = False  # log to wandb too (needs `wandb login`, or WANDB_MODE=offline)
+    wandb_project: str = "nonlinear-queries"  # wandb project
     wandb_group: str | None = None  # the arms of one sweep share a group
-    wandb_run_name: str | None = None
+    wandb_run_name: str | None = None  # the arm's name; compare.py pools runs of one name as seeds
     # data
     dataset: str = "openwebtext"  # data/<dataset>, or a directory holding train.bin/val.bin/meta.json
     data_seed: int = 1337  # batch order and evaluation windows; keep it fixed across arms
@@ -66,25 +78,39 @@ class TrainConfig:
     gradient_accumulation_steps: int = 40  # micro-steps per optimizer step, summed over all processes
     seed: int = 1337  # model init and dropout; vary it for multi-seed error bars
     # AdamW and schedule
-    learning_rate: float = 6e-4
-    max_iters: int = 60000
+    learning_rate: float = 6e-4  # peak learning rate, after warmup
+    max_iters: int = 60000  # optimizer steps of the whole run
     weight_decay: float = 0.1  # on parameters with >= 2 dims only
-    beta1: float = 0.9
-    beta2: float = 0.95
+    beta1: float = 0.9  # AdamW beta1
+    beta2: float = 0.95  # AdamW beta2
     grad_clip: float = 1.0  # 0 disables clipping
-    decay_lr: bool = True
-    warmup_iters: int = 2000
+    decay_lr: bool = True  # warmup + cosine decay; False: constant learning_rate
+    warmup_iters: int = 2000  # linear warmup steps
     lr_decay_iters: int | None = None  # None: max_iters
     min_lr: float | None = None  # None: learning_rate / 10
     # system
     device: str = "auto"  # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
-    compile: bool = True
+    compile: bool = True  # torch.compile the model
     cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured at start
 
+    def __post_init__(self):
+        for field in ("batch_size", "gradient_accumulation_steps", "eval_interval", "eval_iters", "log_interval"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field}={getattr(self, field)} is invalid: it must be >= 1")
+        for field in ("max_iters", "warmup_iters"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"{field}={getattr(self, field)} is invalid: it must be >= 0")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate={self.learning_rate} is invalid: it must be > 0")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling={self.sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
+        if self.grad_clip < 0:
+            raise ValueError(f"grad_clip={self.grad_clip} is invalid: use a positive norm, or 0 for no clipping")
 
-class Diverged(Exception):
-    """A non-finite loss or gradient norm."""
+
+class Diverged(UserError):
+    """A non-finite loss, gradient norm, validation loss or weight."""
 
 
 def lr_at(it: int, cfg: TrainConfig) -> float:
@@ -101,72 +127,161 @@ def lr_at(it: int, cfg: TrainConfig) -> float:
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.learning_rate - min_lr)
 
 
-def make_optimizer(model: GPT, cfg: TrainConfig, device_type: str):
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+def format_eta(seconds: float) -> str:
+    """HH:MM:SS, or '4d 03:12' past a day (a clock time would wrap every 24 h)."""
+    minutes, s = divmod(int(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    days, h = divmod(hours, 24)
+    return f"{days}d {h:02d}:{m:02d}" if days else f"{h:02d}:{m:02d}:{s:02d}"
+
+
+# ---- distributed setup ------------------------------------------------------------------------------
+
+
+@dataclass
+class Dist:
+    enabled: bool  # launched by torchrun
+    rank: int
+    world_size: int
+    device: str
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":")[0]
+
+
+def setup_distributed(cfg: TrainConfig) -> Dist:
+    device = resolve_device(cfg.device)
+    if "RANK" not in os.environ:
+        d = Dist(False, 0, 1, device)
+    else:
+        d = Dist(True, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device)
+        if d.device_type == "cuda":
+            d.device = f"cuda:{os.environ['LOCAL_RANK']}"
+            torch.cuda.set_device(d.device)
+        dist.init_process_group(backend="nccl" if d.device_type == "cuda" else "gloo")
+    if cfg.gradient_accumulation_steps % d.world_size:
+        raise ConfigError(
+            f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible by "
+            f"the {d.world_size} processes: make it a multiple of the world size"
+        )
+    return d
+
+
+# ---- data -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Data:
+    path: str
+    meta: dict
+    train: object  # memory-mapped token ids
+    val: object
+    batches: TrainBatches
+    val_offsets: object
+    train_eval_offsets: object
+
+
+def open_data(cfg: TrainConfig, block_size: int) -> Data:
+    """The dataset's splits, checked against meta.json, and the batch order of every step."""
+    path = cfg.dataset if os.path.isdir(cfg.dataset) else os.path.join("data", cfg.dataset)
+    meta = load_meta(path)
+    train = open_split(path, "train", min_tokens=block_size + 1)
+    val = open_split(path, "val", min_tokens=block_size + 1)
+    check_token_ids(path, meta, {"train": train, "val": val})
+    n_eval = cfg.eval_iters * cfg.batch_size
+    return Data(
+        path,
+        meta,
+        train,
+        val,
+        TrainBatches(train, block_size, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.data_seed, cfg.sampling),
+        fixed_offsets(len(val), block_size, n_eval, cfg.data_seed, VAL_KEY),
+        fixed_offsets(len(train), block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY),
+    )
+
+
+# ---- how the run starts -----------------------------------------------------------------------------
+
+
+def start_mode(cfg: TrainConfig, run: RunDir, resolved: dict) -> str:
+    """'scratch', 'resume' or a pretrained source: init_from with 'auto' resolved, refusing any start that
+    would erase a run already in out_dir."""
+    mode = cfg.init_from
+    if mode == "auto":
+        mode = "resume" if run.checkpoint.exists() else "scratch"
+    if cfg.eval_only:
+        if mode == "scratch":
+            raise ConfigError("eval_only=True needs weights: --init_from=resume (out_dir's checkpoint) or pretrained")
+        return mode
+    if mode != "resume" and run.holds_a_run():
+        if cfg.init_from == "auto" and same_run(run, resolved):
+            return mode  # this very run, stopped before its first checkpoint: start it again
+        held = " and ".join(p.name for p in (run.checkpoint, run.metrics) if p.exists())
+        raise ConfigError(
+            f"{run.path} holds a run ({held}): continue it with --init_from=resume, or choose another out_dir"
+        )
+    return mode
+
+
+def same_run(run: RunDir, resolved: dict) -> bool:
+    path = run.path / "config.json"
+    try:
+        return json.loads(path.read_text()) == json.loads(json.dumps(resolved))
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def resume_mismatches(ckpt: dict, cfg: TrainConfig, model_cfg: GPTConfig, path) -> list[str]:
+    """What differs between a checkpoint's run and this config, in the fields a resume must keep."""
+    saved_model, saved = checkpoint.model_config(ckpt, path), ckpt["config"]
+    # A pretrained model's shape comes from its weights, so only the probe fields are the config's to set.
+    fields = GPTConfig.__dataclass_fields__ if ckpt["origin"] == "scratch" else PROBE_FIELDS
+    out = [
+        f"{k} (checkpoint {getattr(saved_model, k)!r}, config {getattr(model_cfg, k)!r})"
+        for k in fields
+        if k != "dropout" and getattr(model_cfg, k) != getattr(saved_model, k)
     ]
-    # The fused kernel exists for CUDA and CPU and is the fastest on both.
-    fused = device_type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), fused=fused)
+    rules = dict(DATA_ORDER) if cfg.allow_schedule_change else {**DATA_ORDER, **SCHEDULE}
+    return out + [
+        f"{name} (checkpoint {rule(saved)!r}, config {rule(asdict(cfg))!r})"
+        for name, rule in rules.items()
+        if rule(saved) != rule(asdict(cfg))
+    ]
 
 
-@torch.no_grad()
-def evaluate(model, tokens, offsets, cfg, block_size, device, ctx, rank, world_size):
-    """Mean loss over the fixed windows; ranks split the windows and sum."""
-    model.eval()
-    mine = offsets[rank::world_size]
-    total = torch.zeros(2, device=device, dtype=torch.float64)
-    for i in range(0, len(mine), cfg.batch_size):
-        x, y = windows(tokens, mine[i : i + cfg.batch_size], block_size)
-        with ctx:
-            _, loss = model(x.to(device), y.to(device))
-        total += torch.stack([loss.double() * len(x), torch.tensor(len(x), device=device, dtype=torch.float64)])
-    if world_size > 1:
-        dist.all_reduce(total)
-    model.train()
-    return (total[0] / total[1]).item()
-
-
-def build_model(cfg: TrainConfig, model_cfg: GPTConfig, meta: dict):
+def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, run: RunDir):
     """(model, checkpoint or None, origin): a new model, pretrained weights, or the out_dir checkpoint.
     origin is the init_from that made the weights ('scratch' or a pretrained name), kept across resumes."""
-    ckpt_path = Path(cfg.out_dir) / "ckpt.pt"
     probe = {k: getattr(model_cfg, k) for k in PROBE_FIELDS}
-    if cfg.init_from == "scratch":
-        if ckpt_path.exists() and not cfg.eval_only:
-            raise ConfigError(f"{ckpt_path} exists: continue it with --init_from=resume, or choose another out_dir")
-        model, ckpt, origin = GPT(model_cfg), None, "scratch"
-    elif cfg.init_from == "resume":
-        ckpt = checkpoint.load(ckpt_path, required=("model", "model_args", "config", "optimizer", "iter_num", "origin"))
-        origin = ckpt["origin"]
-        # A pretrained model's shape comes from its weights, so only the probe fields are the config's to set.
-        fields = ckpt["model_args"] if origin == "scratch" else probe
-        mismatched = [
-            f"{k} (checkpoint {ckpt['model_args'][k]!r}, config {getattr(model_cfg, k)!r})"
-            for k in fields
-            if k != "dropout" and getattr(model_cfg, k) != ckpt["model_args"][k]
-        ]
-        mismatched += [
-            f"{name} (checkpoint {rule(ckpt['config'])!r}, config {rule(asdict(cfg))!r})"
-            for name, rule in DATA_ORDER.items()
-            if rule(ckpt["config"]) != rule(asdict(cfg))
-        ]
+    if mode == "scratch":
+        return GPT(model_cfg), None, "scratch"
+    if mode == "resume":
+        required = ("model", "model_args", "config", "optimizer", "iter_num", "origin")
+        ckpt = checkpoint.load(run.checkpoint, required=required)
+        mismatched = resume_mismatches(ckpt, cfg, model_cfg, run.checkpoint)
         if mismatched:
-            raise ConfigError(f"cannot resume {ckpt_path} with a different setup: {'; '.join(mismatched)}")
-        model = GPT(GPTConfig(**{**ckpt["model_args"], "dropout": model_cfg.dropout}))
-        model.load_state_dict(checkpoint.clean_state_dict(ckpt["model"]))
-    elif GPT.is_pretrained_source(cfg.init_from):
+            hint = "" if cfg.allow_schedule_change else " (a schedule change needs --allow_schedule_change=True)"
+            raise ConfigError(f"cannot resume {run.checkpoint} with a different setup: {'; '.join(mismatched)}{hint}")
+        return checkpoint.model_from(ckpt, run.checkpoint, dropout=model_cfg.dropout), ckpt, ckpt["origin"]
+    if GPT.is_pretrained_source(mode):
         try:
-            model, ckpt, origin = GPT.from_pretrained(cfg.init_from, **probe), None, cfg.init_from
+            return GPT.from_pretrained(mode, **probe), None, mode
         except ValueError as e:
             raise ConfigError(str(e)) from None
-    else:
-        raise ConfigError(
-            f"init_from={cfg.init_from!r} is invalid: use scratch, resume, a GPT-2 name (gpt2, "
-            "gpt2-medium, gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory"
-        )
+    raise ConfigError(
+        f"init_from={mode!r} is invalid: use scratch, resume, auto, a GPT-2 name (gpt2, gpt2-medium, "
+        "gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory"
+    )
+
+
+def check_model(model: GPT, cfg: TrainConfig, model_cfg: GPTConfig, data: Data, origin: str) -> None:
+    """The model fits the data; a frozen probe has something to train."""
+    meta = data.meta
     if meta["vocab_size"] > model.config.vocab_size:
         raise ConfigError(
             f"the dataset's meta.json has vocab_size={meta['vocab_size']} but the model has "
@@ -184,229 +299,306 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, meta: dict):
             p.requires_grad = GPT.is_added(name)
         if not any(p.requires_grad for p in model.parameters()):
             raise ConfigError("freeze_pretrained=True leaves nothing to train: set preproj, content_skip or lora_rank")
-    return model, ckpt, origin
+
+
+# ---- optimizer --------------------------------------------------------------------------------------
+
+
+def make_optimizer(model: GPT, cfg: TrainConfig, device_type: str):
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    # The fused kernel exists for CUDA and CPU and is the fastest on both; it also takes found_inf.
+    fused = device_type in ("cuda", "cpu")
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), fused=fused)
+
+
+class DivergenceGuard:
+    """Finds a non-finite loss or gradient norm on the device, without a host sync: the optimizer skips
+    that update (fused AdamW's found_inf, as a gradient scaler does) and the first bad step is kept on the
+    device, read back only where the loop syncs anyway (log, evaluation, save)."""
+
+    def __init__(self, optimizer, scaler, device):
+        self.optimizer, self.scaler = optimizer, scaler
+        self.on_device = bool(optimizer.defaults.get("fused"))
+        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)
+
+    def step(self, it: int, loss: torch.Tensor, norm: torch.Tensor) -> None:
+        bad = ~torch.isfinite(loss)
+        if not self.scaler.is_enabled():  # fp16's scaler skips inf gradients by design: not a divergence
+            bad |= ~torch.isfinite(norm)
+        self.first_bad = torch.where((self.first_bad < 0) & bad, it, self.first_bad)
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        elif self.on_device:
+            self.optimizer.found_inf = bad.float()
+            self.optimizer.step()
+            del self.optimizer.found_inf
+        elif not bad.item():  # an optimizer without found_inf: decide on the host
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def bad_step(self) -> int | None:
+        bad = int(self.first_bad)
+        return bad if bad >= 0 else None
+
+
+# ---- the loop ---------------------------------------------------------------------------------------
+
+
+class Trainer:
+    """The loop's state and its three actions: an optimizer step, an evaluation with its save, a record."""
+
+    def __init__(self, cfg, model_cfg, d: Dist, data: Data, model: GPT, ckpt, origin, run: RunDir, wandb):
+        self.cfg, self.d, self.data, self.run, self.wandb = cfg, d, data, run, wandb
+        self.raw_model, self.origin = model.to(d.device), origin
+        self.model_cfg = model.config
+        self.block_size = model_cfg.block_size
+        self.dtype = resolve_dtype(cfg.dtype, d.device_type)
+        self.ctx = autocast(d.device, self.dtype)
+        self.scaler = torch.amp.GradScaler(d.device_type, enabled=self.dtype == torch.float16)
+        if d.device_type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        self.optimizer = make_optimizer(model, cfg, d.device_type)
+        self.start, self.last_saved = 0, None
+        if ckpt is not None:
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.scaler.load_state_dict(ckpt["scaler"])
+            self.start = self.last_saved = ckpt["iter_num"]
+        self.wandb_id = (ckpt or {}).get("wandb_id") or uuid.uuid4().hex[:12]  # a resume continues the wandb run
+        self.guard = DivergenceGuard(self.optimizer, self.scaler, d.device)
+        self.model = torch.compile(model) if cfg.compile else model
+        if d.enabled:
+            self.model = DDP(
+                self.model, device_ids=[int(os.environ["LOCAL_RANK"])] if d.device_type == "cuda" else None
+            )
+        self.accum = cfg.gradient_accumulation_steps // d.world_size
+        self.tokens_per_step = self.block_size * cfg.batch_size * cfg.gradient_accumulation_steps
+        self.flops_per_step = self.raw_model.flops_per_token(self.block_size) * self.tokens_per_step
+        self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops)
+
+    def record(self, rec: dict) -> None:
+        if self.d.master:
+            self.run.append(rec)
+            self.wandb.log(rec)
+
+    def say(self, line: str) -> None:
+        if self.d.master:
+            print(line)
+
+    @torch.no_grad()
+    def evaluate(self, tokens, offsets) -> float:
+        """Mean loss over fixed windows; ranks split the windows and sum."""
+        self.model.eval()
+        mine = offsets[self.d.rank :: self.d.world_size]
+        total = torch.zeros(2, device=self.d.device, dtype=torch.float64)
+        for i in range(0, len(mine), self.cfg.batch_size):
+            x, y = windows(tokens, mine[i : i + self.cfg.batch_size], self.block_size)
+            with self.ctx:
+                _, loss = self.model(x.to(self.d.device), y.to(self.d.device))
+            total[0] += loss.double() * len(x)
+            total[1] += len(x)
+        if self.d.enabled:
+            dist.all_reduce(total)
+        self.model.train()
+        return (total[0] / total[1]).item()
+
+    def stop_if_diverged(self, what: str | None = None) -> None:
+        step = self.guard.bad_step()
+        if step is None and what is None:
+            return
+        if self.last_saved is not None:
+            kept = f"{self.run.checkpoint} (step {self.last_saved}) is the last good checkpoint"
+        else:
+            kept = "no checkpoint was saved yet"
+        cause = what or f"non-finite loss or gradient norm at step {step}: no update was applied from that step on"
+        raise Diverged(
+            f"{cause}; {kept}. Lower learning_rate or raise weight_decay / grad clipping, then --init_from=resume"
+        )
+
+    def save(self, it: int) -> None:
+        if not all(torch.isfinite(p).all() for p in self.raw_model.parameters()):
+            self.stop_if_diverged(f"non-finite weights at step {it}: not saved")
+        if self.d.master:
+            state = {
+                "model": self.raw_model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "model_args": self.model_cfg.to_dict(),
+                "config": asdict(self.cfg),
+                "iter_num": it,
+                "wandb_id": self.wandb_id,
+                "tokenizer": {k: self.data.meta[k] for k in ("tokenizer", "chars", "name") if k in self.data.meta},
+                "origin": self.origin,
+            }
+            checkpoint.save(state, self.run.checkpoint)
+            if it in self.cfg.keep_checkpoints:
+                checkpoint.save(state, self.run.path / f"ckpt_{it:06d}.pt")
+        self.last_saved = it
+
+    def evaluate_and_save(self, it: int) -> None:
+        """Validation and train-eval losses at step it, then the checkpoint; nothing non-finite is saved."""
+        self.stop_if_diverged()
+        if it != self.start or self.last_saved is None:  # a resumed step was evaluated before its save
+            val = self.evaluate(self.data.val, self.data.val_offsets)
+            train_eval = self.evaluate(self.data.train, self.data.train_eval_offsets)
+            if not (math.isfinite(val) and math.isfinite(train_eval)):
+                self.stop_if_diverged(f"non-finite validation loss {val} at step {it}: not saved")
+            self.record(
+                {"step": it, "val_loss": val, "train_eval_loss": train_eval, "tokens": it * self.tokens_per_step}
+            )
+            self.say(f"step {it}: val loss {val:.4f}, train loss {train_eval:.4f}")
+        if it > self.start:
+            self.save(it)
+
+    def train_step(self, it: int) -> torch.Tensor:
+        """One optimizer step; returns the mean loss as a device tensor (no host sync)."""
+        lr = lr_at(it, self.cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        # Dropout's random stream is a function of (seed, rank, step): resume needs no saved RNG state.
+        torch.manual_seed(hash((self.cfg.seed, self.d.rank, it)) % 2**63)
+        loss_sum = torch.zeros((), device=self.d.device)
+        for micro in range(self.accum):
+            x, y = self.data.batches.get(it, micro, self.d.rank, self.d.world_size)
+            x, y = x.to(self.d.device, non_blocking=True), y.to(self.d.device, non_blocking=True)
+            sync = not self.d.enabled or micro == self.accum - 1  # all-reduce gradients once, on the last micro-step
+            with self.ctx, nullcontext() if sync else self.model.no_sync():
+                _, loss = self.model(x, y)
+                self.scaler.scale(loss / self.accum).backward()
+            loss_sum += loss.detach().float()
+        self.scaler.unscale_(self.optimizer)
+        clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(self.raw_model.parameters(), clip)
+        stats = torch.stack([loss_sum / self.accum, norm.float()])
+        if self.d.enabled:  # asynchronous on GPUs; a NaN on any rank reaches every rank
+            dist.all_reduce(stats)
+            stats /= self.d.world_size
+        self.guard.step(it, stats[0], stats[1])
+        return stats
+
+    def log_step(self, it: int, stats: torch.Tensor, seconds_per_step: float | None) -> None:
+        """The step's record and console line: the one place the loop reads numbers back from the device."""
+        loss, norm = stats.tolist()
+        self.stop_if_diverged()
+        rec = {"step": it, "loss": loss, "lr": lr_at(it, self.cfg), "grad_norm": norm}
+        rec["tokens"] = (it + 1) * self.tokens_per_step
+        rec["ms"] = seconds_per_step * 1000 if seconds_per_step else None
+        rec["mfu"] = None
+        if seconds_per_step and self.peak:
+            rec["mfu"] = self.flops_per_step / seconds_per_step / (self.peak * self.d.world_size)
+        if self.d.master:
+            rec["fingerprint"] = self.data.batches.fingerprint(it)
+        self.record(rec)
+        if seconds_per_step:
+            eta = format_eta(seconds_per_step * (self.cfg.max_iters - it - 1))
+            mfu = f"{rec['mfu']:.1%}" if rec["mfu"] is not None else "n/a"
+            tok_s = self.tokens_per_step / seconds_per_step
+            self.say(
+                f"step {it}: loss {loss:.4f}, lr {rec['lr']:.2e}, {rec['ms']:.1f} ms, {tok_s:,.0f} tok/s, "
+                f"mfu {mfu}, eta {eta}"
+            )
+        else:
+            self.say(f"step {it}: loss {loss:.4f}, lr {rec['lr']:.2e} (timing from the next logged step)")
+
+    def fit(self) -> None:
+        """Steps from start to max_iters. Time per step is measured between logged steps (where the host
+        syncs), after two warm-up steps (compilation), smoothed, and excludes evaluations."""
+        cfg, it = self.cfg, self.start
+        clock, smoothed = None, None  # (time, step) of the last sync point; smoothed seconds per step
+        while True:
+            if it % cfg.eval_interval == 0 or it == cfg.max_iters:
+                self.evaluate_and_save(it)
+                clock = None
+            elif it in cfg.keep_checkpoints:
+                self.stop_if_diverged()
+                self.save(it)
+                clock = None
+            if it >= cfg.max_iters:
+                break
+            stats = self.train_step(it)
+            if it % cfg.log_interval == 0:
+                if self.d.device_type == "cuda":
+                    torch.cuda.synchronize(self.d.device)
+                now = time.perf_counter()
+                per_step = None
+                if clock is not None and clock[1] >= self.start + 2:
+                    per_step = (now - clock[0]) / (it - clock[1])
+                    smoothed = per_step if smoothed is None else 0.8 * smoothed + 0.2 * per_step
+                self.log_step(it, stats, smoothed if per_step else None)
+                clock = (time.perf_counter(), it)
+            it += 1
+
+
+# ---- the script -------------------------------------------------------------------------------------
+
+
+def run(argv):
+    cfg, model_cfg = parse(argv, TrainConfig, GPTConfig, doc=__doc__, prog="train.py")
+    d = setup_distributed(cfg)
+    data = open_data(cfg, model_cfg.block_size)
+    run_dir = RunDir(cfg.out_dir)
+    if d.master and not cfg.eval_only:
+        run_dir.lock()  # before reading what out_dir holds: no second process can change it from here on
+    try:
+        start_and_train(cfg, model_cfg, d, data, run_dir)
+    except BaseException:
+        run_dir.unlock(failed=True)
+        raise
+    run_dir.unlock()
+
+
+def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data, run_dir: RunDir) -> None:
+    resolved = {**asdict(cfg), **model_cfg.to_dict()}
+    mode = start_mode(cfg, run_dir, resolved)
+    torch.manual_seed(cfg.seed)  # model init only; the data never reads this generator
+    model, ckpt, origin = build_model(cfg, model_cfg, mode, run_dir)
+    check_model(model, cfg, model_cfg, data, origin)
+    resolved = {**asdict(cfg), **model.config.to_dict()}
+    if ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only:
+        if d.master:
+            print(f"{run_dir.checkpoint} is at step {ckpt['iter_num']}, max_iters={cfg.max_iters}: nothing to train")
+        return
+    wandb = Wandb(cfg.wandb_log and d.master and not cfg.eval_only)
+    trainer = Trainer(cfg, model_cfg, d, data, model, ckpt, origin, run_dir, wandb)
+    if cfg.eval_only:
+        val = trainer.evaluate(data.val, data.val_offsets)
+        train_eval = trainer.evaluate(data.train, data.train_eval_offsets)
+        trainer.say(
+            f"step {trainer.start}: val loss {val:.4f}, train loss {train_eval:.4f} (eval_only: nothing written)"
+        )
+        return
+    if d.master:
+        print(json.dumps(resolved, indent=1))
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        print(
+            f"{model.num_params():,} non-embedding parameters, {trainable:,} trainable; {d.world_size} process(es) "
+            f"x {trainer.accum} micro-steps x {cfg.batch_size} x {model_cfg.block_size} = "
+            f"{trainer.tokens_per_step:,} tokens/step; peak {trainer.peak and f'{trainer.peak:.3g}'} FLOP/s "
+            f"({trainer.peak_source})"
+        )
+        if ckpt is not None and cfg.allow_schedule_change:
+            first, last = lr_at(trainer.start, cfg), lr_at(cfg.max_iters, cfg)
+            print(f"new schedule: lr {first:.3g} at step {trainer.start} -> {last:.3g} at step {cfg.max_iters}")
+        wandb.start(cfg, resolved, trainer.wandb_id)  # first: a missing login stops before anything is written
+        run_dir.write_config(resolved)
+        run_dir.trim_metrics(trainer.start)
+    trainer.fit()
+    wandb.finish()
+    if d.enabled:  # leave together: a rank that tears down while its peer is still saving can hang in gloo
+        dist.barrier()
 
 
 def main(argv=None):
     try:
-        run(sys.argv[1:] if argv is None else argv)
-    except (ConfigError, DataError, checkpoint.CheckpointError, Diverged) as e:
-        sys.exit(f"error: {e}")
+        cli_main(run, argv)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-def run(argv):
-    cfg, model_cfg = parse(argv, TrainConfig, GPTConfig)
-    if cfg.sampling not in SAMPLINGS:
-        raise ConfigError(f"sampling={cfg.sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
-
-    ddp = "RANK" in os.environ
-    rank, world_size = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) if ddp else (0, 1)
-    device = resolve_device(cfg.device)
-    if ddp and device.startswith("cuda"):
-        device = f"cuda:{os.environ['LOCAL_RANK']}"
-        torch.cuda.set_device(device)
-    device_type = device.split(":")[0]
-    try:
-        ptdtype = resolve_dtype(cfg.dtype, device_type)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    if cfg.gradient_accumulation_steps % world_size:
-        raise ConfigError(
-            f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible by "
-            f"the {world_size} processes: make it a multiple of the world size"
-        )
-    accum = cfg.gradient_accumulation_steps // world_size
-    master = rank == 0
-    out_dir = Path(cfg.out_dir)
-
-    # Data: bins checked against meta before anything is built or written.
-    data_dir = Path(cfg.dataset) if Path(cfg.dataset).is_dir() else Path("data") / cfg.dataset
-    meta = load_meta(data_dir)
-    block_size = model_cfg.block_size
-    train_tokens = open_split(data_dir, "train", min_tokens=block_size + 1)
-    val_tokens = open_split(data_dir, "val", min_tokens=block_size + 1)
-    batches = TrainBatches(
-        train_tokens, block_size, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.data_seed, cfg.sampling
-    )
-    n_eval = cfg.eval_iters * cfg.batch_size
-    val_offsets = fixed_offsets(len(val_tokens), block_size, n_eval, cfg.data_seed, VAL_KEY)
-    train_eval_offsets = fixed_offsets(len(train_tokens), block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY)
-
-    torch.manual_seed(cfg.seed)  # model init only; the data never reads this generator
-    model, ckpt, origin = build_model(cfg, model_cfg, meta)
-    model_cfg = model.config
-    model.to(device)
-    ctx = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
-    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
-    if device_type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    optimizer = make_optimizer(model, cfg, device_type)
-    start = 0
-    if ckpt is not None:
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scaler.load_state_dict(ckpt["scaler"])
-        start = ckpt["iter_num"]
-    raw_model = model
-    if ddp:
-        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
-    if cfg.compile:
-        model = torch.compile(model)
-    if ddp:
-        model = DDP(model, device_ids=[int(os.environ["LOCAL_RANK"])] if device_type == "cuda" else None)
-
-    tokens_per_step = block_size * cfg.batch_size * cfg.gradient_accumulation_steps
-    flops_per_step = raw_model.flops_per_token(block_size) * tokens_per_step
-    peak, peak_source = peak_flops(device, ptdtype, cfg.cpu_peak_flops)
-    resolved = {**asdict(cfg), **model_cfg.to_dict()}
-    metrics_path = out_dir / "metrics.jsonl"
-    wandb_id = ckpt.get("wandb_id") if ckpt else None
-    tokenizer_meta = {k: meta[k] for k in ("tokenizer", "chars", "name") if k in meta}  # for sample.py, eval.py
-    if master:
-        print(json.dumps(resolved, indent=1))
-        trainable = sum(p.numel() for p in raw_model.parameters() if p.requires_grad)
-        print(
-            f"{raw_model.num_params():,} non-embedding parameters, {trainable:,} trainable; {world_size} process(es) "
-            f"x {accum} micro-steps x {cfg.batch_size} x {block_size} = {tokens_per_step:,} tokens/step; "
-            f"peak {peak and f'{peak:.3g}'} FLOP/s ({peak_source})"
-        )
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.json").write_text(json.dumps(resolved, indent=1) + "\n")
-        keep_metrics(metrics_path, start)
-        if cfg.wandb_log:
-            import wandb
-
-            wandb_id = wandb_id or uuid.uuid4().hex[:12]  # kept in the checkpoint, so a resume continues the run
-            wandb.init(
-                project=cfg.wandb_project,
-                group=cfg.wandb_group,
-                name=cfg.wandb_run_name,
-                id=wandb_id,
-                resume="allow",
-                config=resolved,
-            )
-
-    def log(record):
-        if not master:
-            return
-        with open(metrics_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        if cfg.wandb_log:
-            import wandb
-
-            wandb.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
-
-    def save(it):
-        state = {
-            "model": raw_model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict(),
-            "model_args": model_cfg.to_dict(),
-            "config": asdict(cfg),
-            "iter_num": it,
-            "wandb_id": wandb_id,
-            "tokenizer": tokenizer_meta,
-            "origin": origin,
-        }
-        checkpoint.save(state, out_dir / "ckpt.pt")
-        if it in cfg.keep_checkpoints:
-            checkpoint.save(state, out_dir / f"ckpt_{it:06d}.pt")
-
-    it, step_time = start, None
-    while True:
-        if it % cfg.eval_interval == 0 or it == cfg.max_iters or cfg.eval_only:
-            if it != start or ckpt is None or cfg.eval_only:  # a resumed step was evaluated before its save
-                args = (cfg, block_size, device, ctx, rank, world_size)
-                val = evaluate(model, val_tokens, val_offsets, *args)
-                train_eval = evaluate(model, train_tokens, train_eval_offsets, *args)
-                log({"step": it, "val_loss": val, "train_eval_loss": train_eval, "tokens": it * tokens_per_step})
-                if master:
-                    print(f"step {it}: val loss {val:.4f}, train loss {train_eval:.4f}")
-            if cfg.eval_only:
-                break
-            if master and it > start:
-                save(it)
-        elif master and it in cfg.keep_checkpoints:
-            save(it)
-        if it >= cfg.max_iters:
-            break
-
-        t0 = time.perf_counter()
-        lr = lr_at(it, cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        # Dropout's random stream is a function of (seed, rank, step): resume needs no saved RNG state.
-        torch.manual_seed(hash((cfg.seed, rank, it)) % 2**63)
-        loss_sum = torch.zeros((), device=device)
-        for micro in range(accum):
-            x, y = batches.get(it, micro, rank, world_size)
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            sync = not ddp or micro == accum - 1  # all-reduce gradients once, on the last micro-step
-            with ctx, nullcontext() if sync else model.no_sync():
-                _, loss = model(x, y)
-                scaler.scale(loss / accum).backward()
-            loss_sum += loss.detach().float()
-        scaler.unscale_(optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
-        stats = torch.stack([loss_sum / accum, norm.float()])
-        if ddp:
-            dist.all_reduce(stats)
-            stats /= world_size
-        loss_value, norm_value = stats.tolist()
-        # fp16's scaler skips steps with inf gradients by design; otherwise any non-finite value stops the run.
-        if not math.isfinite(loss_value) or not (math.isfinite(norm_value) or scaler.is_enabled()):
-            raise Diverged(
-                f"non-finite loss {loss_value} / grad norm {norm_value} at step {it}: stopped before the "
-                f"optimizer step; {out_dir / 'ckpt.pt'} is the last good checkpoint. Lower learning_rate "
-                "or raise weight_decay / grad clipping, then --init_from=resume"
-            )
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-
-        dt = time.perf_counter() - t0
-        step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
-        if it % cfg.log_interval == 0:
-            mfu = flops_per_step / dt / (peak * world_size) if peak else None
-            log(
-                {
-                    "step": it,
-                    "loss": loss_value,
-                    "lr": lr,
-                    "grad_norm": norm_value,
-                    "tokens": (it + 1) * tokens_per_step,
-                    "ms": dt * 1000,
-                    "mfu": mfu,
-                    "fingerprint": batches.fingerprint(it),
-                }
-            )
-            if master:
-                eta = time.strftime("%H:%M:%S", time.gmtime(step_time * (cfg.max_iters - it - 1)))
-                mfu_text = f"{mfu:.1%}" if mfu is not None else "n/a"
-                print(f"step {it}: loss {loss_value:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms, mfu {mfu_text}, eta {eta}")
-        it += 1
-
-    if master and cfg.wandb_log:
-        import wandb
-
-        wandb.finish()
-    if ddp:  # leave together: a rank that tears down while its peer is still saving can hang in gloo
-        dist.barrier()
-
-
-def keep_metrics(path: Path, start: int):
-    """A resumed run replays the steps after its checkpoint: drop their old records first (a new run,
-    start 0, drops all). The evaluation at the checkpoint's own step stays: it is not repeated."""
-    if not path.exists():
-        return
-    records = [json.loads(line) for line in path.read_text().splitlines() if line] if start else []
-    kept = [r for r in records if r["step"] < start or (r["step"] == start and "val_loss" in r)]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -4,4 +4,5 @@ from config.owt_baseline import *  # noqa: F401,F403
 
 out_dir = "out-owt-wide-mlp"
 wandb_run_name = "wide_mlp"
-query_mode = "wide_mlp"
+query_mode = "linear"
+mlp_ratio = 4.75

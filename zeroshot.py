@@ -1,9 +1,9 @@
 """Zero-shot evaluation with arXiv 2604.10791's protocol: LAMBADA, HellaSwag, ARC-Easy and WikiText-103
 perplexity, for a checkpoint of this project (any variant) or imported GPT-2 / Pythia weights.
 
-    python eval.py --out_dir=out-probe-pythia160m                      # the run's checkpoint, 500 items per task
-    python eval.py --init_from=EleutherAI/pythia-160m --tasks="('lambada','wikitext')"
-    python eval.py --out_dir=out-probe-gpt2 --lambada_file=lambada.jsonl --limit=None   # local data
+    python zeroshot.py --out_dir=out-probe-pythia160m                   # the run's checkpoint, 500 items per task
+    python zeroshot.py --init_from=EleutherAI/pythia-160m --tasks=lambada,wikitext
+    python zeroshot.py --out_dir=out-probe-gpt2 --lambada_file=lambada.jsonl --limit=None   # local data
 
 LAMBADA: greedy decoding must reproduce every token of the last word. HellaSwag / ARC-Easy: the ending
 with the highest log-likelihood (acc) and with the highest log-likelihood per character (acc_norm).
@@ -13,20 +13,19 @@ ppl is exp of the mean per-line loss (the paper's), ppl_tokens exp of the per-to
 
 import json
 import math
-import sys
-from contextlib import nullcontext
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-import checkpoint
-import evaldata
-from configurator import ConfigError, parse
+import taskdata
+from atomic import atomic_write_text
+from checkpoint import load_for_inference
+from configurator import ConfigError, cli_main, parse
 from dataset import DataError
-from hardware import resolve_device, resolve_dtype
-from model import GPT
-from tokenizer import codec, pretrained_tokenizer
+from hardware import autocast, resolve_device, resolve_dtype
+from tokenizer import codec
 
 TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 
@@ -34,21 +33,31 @@ TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 @dataclass
 class EvalConfig:
     init_from: str = "resume"  # 'resume' (out_dir/ckpt.pt), a GPT-2 or Pythia name, or a local HF directory
-    out_dir: str = "out"
-    tasks: tuple[str, ...] = TASKS
-    limit: int | None = 500  # items per task (the paper used 500); None: all
-    wikitext_lines: int = 300
-    wikitext_min_chars: int = 50
-    wikitext_min_tokens: int = 10
-    ppl_len: int = 512
-    batch_size: int = 16
-    lambada_file: str | None = None  # local JSONL copies of the data (the hub's fields); None: the hub
-    hellaswag_file: str | None = None
-    arc_easy_file: str | None = None
-    wikitext_file: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    out: str | None = None  # results JSON; None: out_dir/eval.json for a checkpoint, else eval.json
+    out_dir: str = "out"  # the run to evaluate, with init_from=resume
+    tasks: tuple[str, ...] = TASKS  # a comma list of lambada, hellaswag, arc_easy, wikitext
+    limit: int | None = 500  # items per task but wikitext (the paper used 500); None: all
+    wikitext_lines: int = 300  # wikitext's count of lines (its limit)
+    wikitext_min_chars: int = 50  # wikitext lines shorter than this are skipped
+    wikitext_min_tokens: int = 10  # wikitext lines of fewer tokens are skipped
+    ppl_len: int = 512  # wikitext lines are cut to this many tokens
+    batch_size: int = 16  # sequences per forward pass
+    lambada_file: str | None = None  # local JSONL copy of the data (the hub's fields); None: the hub
+    hellaswag_file: str | None = None  # local JSONL copy of HellaSwag; None: the hub
+    arc_easy_file: str | None = None  # local JSONL copy of ARC-Easy; None: the hub
+    wikitext_file: str | None = None  # local JSONL copy of WikiText-103; None: the hub
+    device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
+    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
+    out: str | None = None  # results JSON; None: out_dir/eval.json for a checkpoint, else ./eval.json
+
+    def __post_init__(self):
+        unknown = [t for t in self.tasks if t not in TASKS]
+        if unknown or not self.tasks:
+            raise ValueError(f"tasks={self.tasks} is invalid: choose among {', '.join(TASKS)}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit={self.limit} is invalid: use a positive count, or None for all items")
+        for field in ("wikitext_lines", "ppl_len", "batch_size"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field}={getattr(self, field)} is invalid: it must be >= 1")
 
 
 @torch.no_grad()
@@ -69,7 +78,10 @@ def loglikelihoods(model, requests, batch_size):
         for j, i in enumerate(chunk):
             s, n = seqs[j], len(requests[i][1])
             if n > len(s) - 1:
-                raise ValueError(f"a continuation of {n} tokens does not fit the model's context of {bs}")
+                raise DataError(
+                    f"an item's continuation has {n} tokens, more than the model's context of {bs}: "
+                    "evaluate a model with a longer block_size, or drop the item"
+                )
             rows, target = logp[j, len(s) - 1 - n : len(s) - 1], torch.tensor(s[-n:])
             out[i] = (rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all()))
     return out
@@ -109,7 +121,7 @@ def run_task(task, model, encode, cfg: EvalConfig):
     if task == "wikitext":
         lines = [
             t
-            for t in evaldata.wikitext_lines("validation", cfg.wikitext_min_chars, None, path)
+            for t in taskdata.wikitext_lines("validation", cfg.wikitext_min_chars, None, path)
             if len(encode(t)) >= cfg.wikitext_min_tokens
         ][: cfg.wikitext_lines]
         if not lines:
@@ -118,35 +130,25 @@ def run_task(task, model, encode, cfg: EvalConfig):
             )
         return perplexity(model, encode, lines, cfg.ppl_len, cfg.batch_size)
     items = []
-    for item in evaldata.items(task, path):
+    for item in taskdata.items(task, path):
         items.append(item)
         if len(items) == cfg.limit:
             break
     if not items:
-        raise DataError(f"{task}: no items in {path or evaldata.HUB[task][0]}")
+        raise DataError(f"{task}: no items in {path or taskdata.HUB[task][0]}")
     scorer = lambada if task == "lambada" else multiple_choice
     return scorer(model, encode, items, cfg.batch_size)
 
 
-def load(cfg: EvalConfig):
-    """(model, encode)."""
-    if cfg.init_from == "resume":
-        model, ckpt = checkpoint.load_model(Path(cfg.out_dir) / "ckpt.pt")
-        meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
-    elif GPT.is_pretrained_source(cfg.init_from):
-        try:
-            model = GPT.from_pretrained(cfg.init_from)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        meta = pretrained_tokenizer(cfg.init_from)
-    else:
-        raise ConfigError(
-            f"init_from={cfg.init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a HF directory"
-        )
-    encode, vocab = codec(meta)[0], model.config.vocab_size
+def checked_encoder(meta: dict, vocab: int):
+    """encode, refusing text the model cannot see: characters outside a character vocabulary, ids past vocab."""
+    encode = codec(meta)[0]
 
     def checked(text):
-        ids = encode(text)
+        try:
+            ids = encode(text)
+        except ValueError as e:
+            raise DataError(f"an item cannot be encoded with the model's tokenizer: {e}") from None
         if ids and max(ids) >= vocab:
             raise DataError(
                 f"the tokenizer ({meta['tokenizer']}) gives id {max(ids)} but the model has vocab_size="
@@ -154,40 +156,40 @@ def load(cfg: EvalConfig):
             )
         return ids
 
-    return model, checked
+    return checked
+
+
+def results_path(cfg: EvalConfig) -> Path:
+    """Where the results go, checked writable before any task runs."""
+    out = Path(cfg.out or (Path(cfg.out_dir) / "eval.json" if cfg.init_from == "resume" else "eval.json"))
+    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        raise ConfigError(f"--out {out}: its directory does not exist or is not writable; choose another path")
+    return out
+
+
+def run(argv):
+    (cfg,) = parse(argv, EvalConfig, doc=__doc__, prog="zeroshot.py")
+    out = results_path(cfg)
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device.split(":")[0])
+    model, meta = load_for_inference(cfg.init_from, cfg.out_dir)
+    model.eval().to(device)
+    encode = checked_encoder(meta, model.config.vocab_size)
+    results = {}
+    with autocast(device, dtype):
+        for task in cfg.tasks:
+            print(f"{task}: scoring ...", flush=True)
+            results[task] = run_task(task, model, encode, cfg)
+            scores = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results[task].items())
+            print(f"{task}: {scores}")
+            # after each task: a failure in a later one keeps the scores already computed
+            record = {"init_from": cfg.init_from, "out_dir": cfg.out_dir, "results": results}
+            atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+    print(f"results: {out}")
 
 
 def main(argv=None):
-    try:
-        (cfg,) = parse(sys.argv[1:] if argv is None else argv, EvalConfig)
-        unknown = [t for t in cfg.tasks if t not in TASKS]
-        if unknown:
-            raise ConfigError(f"unknown task(s) {unknown}: tasks are {', '.join(TASKS)}")
-        device = resolve_device(cfg.device)
-        try:
-            dtype = resolve_dtype(cfg.dtype, device.split(":")[0])
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        model, encode = load(cfg)
-        model.eval().to(device)
-        ctx = nullcontext() if dtype == torch.float32 else torch.autocast(device.split(":")[0], dtype=dtype)
-        results = {}
-        with ctx:
-            for task in cfg.tasks:
-                results[task] = run_task(task, model, encode, cfg)
-                print(
-                    f"{task}: "
-                    + ", ".join(
-                        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results[task].items()
-                    ),
-                    flush=True,
-                )
-    except (ConfigError, DataError, checkpoint.CheckpointError) as e:
-        sys.exit(f"error: {e}")
-    out = Path(cfg.out or (Path(cfg.out_dir) / "eval.json" if cfg.init_from == "resume" else "eval.json"))
-    out.write_text(
-        json.dumps({"init_from": cfg.init_from, "out_dir": cfg.out_dir, "results": results}, indent=1) + "\n"
-    )
+    cli_main(run, argv)
 
 
 if __name__ == "__main__":

@@ -27,21 +27,38 @@ FIELDS = {
 }
 
 
+def read_jsonl(path) -> list[dict]:
+    """The rows of a JSONL file; a malformed line is an error naming the file and line."""
+    if not Path(path).is_file():
+        raise DataError(f"{path}: no such file")
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path} line {number} is not valid JSON ({e.msg}): fix or remove it") from None
+    return rows
+
+
 def rows(task: str, path: str | None = None, split: str | None = None):
     """The raw rows of a task, from a local JSONL file or the hub."""
     if path:
-        if not Path(path).is_file():
-            raise DataError(f"{task} file {path}: no such file")
-        with open(path) as f:
-            data = [json.loads(line) for line in f if line.strip()]
+        data = read_jsonl(path)
     else:
         import datasets
 
         name, config, default_split = HUB[task]
-        data = datasets.load_dataset(name, config, split=split or default_split)
+        try:
+            data = datasets.load_dataset(name, config, split=split or default_split)
+        except Exception as e:  # offline, or the hub refused: name the local-file option
+            raise DataError(
+                f"cannot load {name} from the hub ({type(e).__name__}): pass a local JSONL copy with --{task}_file"
+            ) from None
     for i, row in enumerate(data):
         missing = [f for f in FIELDS[task] if f not in row]
-        if missing:
+        if not isinstance(row, dict) or missing:
             raise DataError(f"{task} row {i} of {path or HUB[task][0]} lacks {missing}: rows need {list(FIELDS[task])}")
         yield row
 

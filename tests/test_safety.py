@@ -1,0 +1,368 @@
+"""Nothing a user types, and nothing the disk or the numbers do, destroys what a run already produced."""
+
+import errno
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import checkpoint
+import compare
+import train
+from dataset import DataError, open_split, write_dataset
+from model import GPT
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_args(data_dir, out_dir, **overrides):
+    args = dict(
+        dataset=data_dir,
+        out_dir=out_dir,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        block_size=32,
+        vocab_size=65,
+        batch_size=4,
+        gradient_accumulation_steps=2,
+        max_iters=8,
+        lr_decay_iters=8,
+        eval_interval=4,
+        eval_iters=2,
+        warmup_iters=2,
+        learning_rate=1e-3,
+        device="cpu",
+        compile=False,
+        cpu_peak_flops=1e11,
+    )
+    args.update(overrides)
+    return [f"--{k}={v}" for k, v in args.items()]
+
+
+def error_of(argv, main=train.main):
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in argv])
+    message = str(e.value.code)
+    assert message.startswith("error: ") and "\n" not in message, message
+    return message
+
+
+def snapshot(directory):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(directory).iterdir() if p.is_file()}
+
+
+def records(out_dir):
+    return [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_divergence_right_before_an_eval_keeps_the_last_checkpoint(char_data, tmp_path, monkeypatch):
+    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    saved = snapshot(tmp_path)
+    real_forward, calls = GPT.forward, []
+
+    def forward(self, idx, targets=None, **kw):  # the first micro-step of step 7, the step before the eval at 8
+        logits, loss = real_forward(self, idx, targets, **kw)
+        if self.training:
+            calls.append(1)
+            if len(calls) == 2 * (7 - 4) + 1:
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(GPT, "forward", forward)
+    # log_interval=100: nothing reads the flag back before the evaluation at step 8, which must stop the run
+    message = error_of(tiny_args(char_data, tmp_path, init_from="resume", log_interval=100))
+    assert "non-finite loss or gradient norm at step 7" in message
+    assert f"{tmp_path / 'ckpt.pt'} (step 4) is the last good checkpoint" in message
+    after = snapshot(tmp_path)
+    assert after["ckpt.pt"] == saved["ckpt.pt"]
+    assert all(r["step"] <= 4 for r in records(tmp_path) if "val_loss" in r)
+
+    monkeypatch.setattr(GPT, "forward", real_forward)
+    train.main(tiny_args(char_data, tmp_path, init_from="resume"))  # still resumable
+    assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
+
+
+def test_non_finite_validation_loss_is_never_saved(char_data, tmp_path, monkeypatch):
+    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    saved = snapshot(tmp_path)["ckpt.pt"]
+    real = train.Trainer.evaluate
+    monkeypatch.setattr(train.Trainer, "evaluate", lambda self, *a: float("nan") if self.start == 4 else real(self, *a))
+    message = error_of(tiny_args(char_data, tmp_path, init_from="resume"))
+    assert "non-finite validation loss nan at step 8: not saved" in message
+    assert snapshot(tmp_path)["ckpt.pt"] == saved
+
+
+def test_a_divergence_before_any_checkpoint_names_none(char_data, tmp_path):
+    message = error_of(tiny_args(char_data, tmp_path, learning_rate=1e30, warmup_iters=0, grad_clip=0.0, max_iters=50))
+    assert "no checkpoint was saved yet" in message and not (tmp_path / "ckpt.pt").exists()
+
+
+def test_one_training_process_per_out_dir(char_data, tmp_path):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import rundir, time; r = rundir.RunDir({str(tmp_path)!r}); r.lock(); print('ok', flush=True); "
+            "time.sleep(600)",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        message = error_of(tiny_args(char_data, tmp_path))
+        assert f"in use by another training process (pid {holder.pid})" in message
+        assert not (tmp_path / "metrics.jsonl").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    train.main(tiny_args(char_data, tmp_path, max_iters=2))  # a killed holder leaves no stale lock
+    assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 2
+
+
+def test_no_start_erases_a_run(char_data, tmp_path, capsys):
+    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    saved = snapshot(tmp_path)
+    assert "needs weights" in error_of(tiny_args(char_data, tmp_path, eval_only=True))
+    capsys.readouterr()
+    train.main(tiny_args(char_data, tmp_path, eval_only=True, init_from="resume"))
+    assert "val loss" in capsys.readouterr().out
+    assert snapshot(tmp_path) == saved  # eval_only wrote nothing
+
+    log_only = tmp_path / "log_only"
+    log_only.mkdir()
+    (log_only / "metrics.jsonl").write_text('{"step": 0, "val_loss": 4.0}\n')
+    assert "holds a run (metrics.jsonl)" in error_of(tiny_args(char_data, log_only))
+    assert "holds a run (ckpt.pt and metrics.jsonl)" in error_of(tiny_args(char_data, tmp_path, seed=2))
+    assert snapshot(tmp_path) == saved
+
+
+def test_resume_at_max_iters_and_schedule_changes(char_data, tmp_path, capsys):
+    train.main(tiny_args(char_data, tmp_path))
+    saved = snapshot(tmp_path)
+    capsys.readouterr()
+    train.main(tiny_args(char_data, tmp_path, init_from="resume"))
+    assert "is at step 8, max_iters=8: nothing to train" in capsys.readouterr().out
+    message = error_of(tiny_args(char_data, tmp_path, init_from="resume", max_iters=12, lr_decay_iters=None))
+    assert "end of the cosine (lr_decay_iters, else max_iters) (checkpoint 8, config 12)" in message
+    assert "--allow_schedule_change=True" in message
+    assert snapshot(tmp_path) == saved
+    train.main(tiny_args(char_data, tmp_path, init_from="resume", max_iters=12, allow_schedule_change=True))
+    assert "new schedule" in capsys.readouterr().out
+    assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 12
+
+
+def test_a_cut_metrics_line_is_dropped_and_a_damaged_one_named(char_data, tmp_path, capsys):
+    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    metrics = tmp_path / "metrics.jsonl"
+    good = metrics.read_text()
+    metrics.write_text(good + '{"step": 5, "lo')  # a kill during an append
+    cut = f"line {len(good.splitlines()) + 1} is cut"
+    compare.main([str(tmp_path), "--png="])
+    assert cut in capsys.readouterr().err
+    train.main(tiny_args(char_data, tmp_path, init_from="resume"))
+    assert cut in capsys.readouterr().err
+    assert [r["step"] for r in records(tmp_path) if "loss" in r] == list(range(8))
+
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join(lines[:3] + ["{oops"] + lines[3:]) + "\n")
+    assert f"{metrics} line 4 is damaged" in error_of(tiny_args(char_data, tmp_path, init_from="resume", max_iters=9))
+    assert f"{metrics} line 4 is damaged" in error_of([str(tmp_path), "--png="], main=compare.main)
+
+
+def test_a_full_disk_keeps_the_old_checkpoint(char_data, tmp_path, monkeypatch):
+    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    saved = snapshot(tmp_path)["ckpt.pt"]
+    real_save = torch.save
+
+    def full_disk(obj, f, *a, **k):
+        f.write(b"x" * 1000)  # a partial write, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    message = error_of(tiny_args(char_data, tmp_path, init_from="resume"))
+    assert f"could not write {tmp_path / 'ckpt.pt'} (No space left on device" in message
+    assert "MiB free" in message and "MiB needed" in message and "previous version is kept" in message
+    assert snapshot(tmp_path)["ckpt.pt"] == saved
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no partial temp file left
+    monkeypatch.setattr(torch, "save", real_save)
+    train.main(tiny_args(char_data, tmp_path, init_from="resume"))  # space freed: the resume works
+    assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
+
+
+def make_dataset(path, train_ids, val_ids, vocab, force=False):
+    splits = {"train": [np.asarray(train_ids)], "val": [np.asarray(val_ids)]}
+    write_dataset(path, splits, {"tokenizer": "x", "vocab_size": vocab}, force=force)
+    return path
+
+
+def test_data_is_checked_before_the_first_step(tmp_path):
+    ids = np.arange(200) % 50
+    base = make_dataset(tmp_path / "ok", ids, ids, 50)
+    meta = json.loads((base / "meta.json").read_text())
+    assert meta["max_id"] == {"train": 49, "val": 49}  # recorded at prepare time
+    args = lambda d, **kw: tiny_args(d, tmp_path / "out", **kw)  # noqa: E731
+
+    d = make_dataset(tmp_path / "odd", ids, ids, 50)
+    with open(d / "train.bin", "ab") as f:
+        f.write(b"\x00")
+    assert "not a whole number (> 0) of uint16 tokens" in error_of(args(d))
+    (d / "train.bin").write_bytes(b"")
+    assert "has 0 bytes" in error_of(args(d))
+
+    d = make_dataset(tmp_path / "json", ids, ids, 50)
+    (d / "meta.json").write_text("{not json")
+    assert "meta.json is not valid JSON" in error_of(args(d))
+    (d / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "dtype"}))
+    assert "lacks a valid dtype" in error_of(args(d))
+    (d / "meta.json").write_text(json.dumps({**meta, "dtype": "int8"}))
+    assert "dtype (one of uint16, uint32; it has 'int8')" in error_of(args(d))
+
+    d = make_dataset(tmp_path / "big_ids", ids, ids, 50)
+    (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 30}))
+    assert "train.bin holds token id 49, but meta.json says vocab_size=30" in error_of(args(d))
+    del meta["max_id"]  # a dataset of an older prepare: the ids are counted once at the start
+    (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 30}))
+    assert "train.bin holds token id 49, but meta.json says vocab_size=30" in error_of(args(d))
+    (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 50}))
+    assert "meta.json has vocab_size=50 but the model has vocab_size=40" in error_of(args(d, vocab_size=40))
+    assert not (tmp_path / "out").exists()  # no refusal wrote anything, not even an empty out_dir
+
+    wide = tmp_path / "uint32"  # meta.json's dtype is honoured
+    wide.mkdir()
+    (wide / "train.bin").write_bytes(np.array([70000, 1, 2], dtype=np.uint32).tobytes())
+    (wide / "val.bin").write_bytes(np.array([3, 4], dtype=np.uint32).tobytes())
+    wide_meta = {"tokenizer": "x", "vocab_size": 70001, "dtype": "uint32", "tokens": {"train": 3, "val": 2}}
+    (wide / "meta.json").write_text(json.dumps(wide_meta))
+    assert open_split(wide, "train").tolist() == [70000, 1, 2]
+
+
+def prepare(*args):
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_prepare_refuses_empty_binary_and_non_utf8_input(tmp_path, corpus_file):
+    good = tmp_path / "good"
+    assert prepare(ROOT / "data/shakespeare_char/prepare.py", "--input", corpus_file, "--out_dir", good).returncode == 0
+    saved = snapshot(good)
+    for name, content, message in [
+        ("empty.txt", b"  \n", "holds no text"),
+        ("binary.txt", b"abc\x00\x01\x02", "looks binary"),
+        ("latin1.txt", "café".encode("latin-1"), "is not UTF-8 text"),
+    ]:
+        (tmp_path / name).write_bytes(content)
+        r = prepare(ROOT / "data/shakespeare_char/prepare.py", "--input", tmp_path / name, "--out_dir", good, "--force")
+        assert r.returncode != 0 and r.stderr.strip().startswith(f"error: {tmp_path / name}") and message in r.stderr
+        assert snapshot(good) == saved  # --force never replaces a good dataset with a bad one
+    with pytest.raises(DataError, match="the val split is empty"):
+        make_dataset(good, [1, 2], [], 50, force=True)
+    assert snapshot(good) == saved
+
+
+def test_training_arguments_are_validated(char_data, tmp_path):
+    for key, value in [
+        ("batch_size", 0),
+        ("eval_interval", 0),
+        ("log_interval", 0),
+        ("eval_iters", 0),
+        ("gradient_accumulation_steps", 0),
+    ]:
+        assert f"{key}={value} is invalid: it must be >= 1" in error_of(tiny_args(char_data, tmp_path, **{key: value}))
+    assert "learning_rate=0.0 is invalid" in error_of(tiny_args(char_data, tmp_path, learning_rate=0.0))
+    if not torch.cuda.is_available():
+        assert "sees no CUDA device: use --device=cpu" in error_of(tiny_args(char_data, tmp_path, device="cuda"))
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    assert "is not writable" in error_of(tiny_args(char_data, a_file / "run"))
+    assert not any(tmp_path.glob("*/metrics.jsonl"))
+
+    run = tmp_path / "run"
+    train.main(tiny_args(char_data, run, max_iters=4))
+    ckpt = checkpoint.load(run / "ckpt.pt")
+    ckpt["model_args"]["future_field"] = 1
+    checkpoint.save(ckpt, run / "ckpt.pt")
+    message = error_of(tiny_args(char_data, run, init_from="resume"))
+    assert "does not match this version's model" in message and "future_field" in message
+
+
+def test_eta_past_a_day_does_not_wrap():
+    assert train.format_eta(59) == "00:00:59"
+    assert train.format_eta(3 * 3600 + 12 * 60 + 5) == "03:12:05"
+    assert train.format_eta(4 * 86400 + 3 * 3600 + 12 * 60) == "4d 03:12"
+
+
+@pytest.mark.slow
+def test_step_lines_reach_a_redirected_file_while_training(char_data, tmp_path):
+    log = tmp_path / "train.log"
+    with open(log, "w") as f:
+        p = subprocess.Popen(
+            [sys.executable, ROOT / "train.py", *tiny_args(char_data, tmp_path / "run", max_iters=100_000)],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.time() + 120
+        while "step 5: loss" not in log.read_text() and time.time() < deadline and p.poll() is None:
+            time.sleep(0.2)
+        assert p.poll() is None and "step 5: loss" in log.read_text()  # read while the run is still going
+    finally:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.slow
+def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp_path):
+    """torchrun --max-restarts=3 with init_from=auto: rank 1 is SIGKILLed after the step-6 checkpoint on
+    the first attempt; the restarted job resumes by itself and ends with the uninterrupted run's losses.
+    (More than one restart allowed: a restart round's gloo rendezvous can itself fail on a loaded machine.)"""
+    wrapper = tmp_path / "killing_train.py"
+    wrapper.write_text(
+        textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import train
+        real = train.Trainer.train_step
+        def train_step(self, it):
+            first_try = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+            if it == 8 and self.d.rank == 1 and first_try:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(self, it)
+        train.Trainer.train_step = train_step
+        train.main()
+        """)
+    )
+    common = dict(max_iters=12, lr_decay_iters=12, eval_interval=6, init_from="auto")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--max-restarts=3"]
+    p = subprocess.Popen(
+        cmd + [str(wrapper), *tiny_args(char_data, tmp_path / "elastic", **common)],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = p.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        pytest.fail(f"the elastic job did not finish in 300 s; its output ends:\n{(out + err)[-3000:]}")
+    assert p.returncode == 0, err[-3000:]
+    assert out.count("val loss") >= 3  # evals at 0, 6 (first attempt) and 12 (after the restart)
+    train.main(tiny_args(char_data, tmp_path / "plain", **common))
+    loss = lambda d: {r["step"]: r["loss"] for r in records(d) if "loss" in r}  # noqa: E731
+    elastic, plain = loss(tmp_path / "elastic"), loss(tmp_path / "plain")
+    assert sorted(elastic) == sorted(plain) == list(range(12))
+    assert [elastic[s] for s in range(12)] == pytest.approx([plain[s] for s in range(12)], abs=1e-5)
