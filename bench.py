@@ -40,11 +40,11 @@ class BenchConfig:
     prompt_len: int | None = None  # None: 256, or block_size // 2 if smaller
     decode_tokens: int | None = None  # None: 64, or what fits after the prompt
     recompute: bool = True  # also time generation without the cache (linear only), as nanoGPT generates
-    device: str = "auto"
-    dtype: str = "auto"
+    device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
+    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
     compile: bool | None = None  # None: on for CUDA
-    cpu_peak_flops: float | None = None
-    out: str = "bench.json"
+    cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured
+    out: str = "bench.json"  # where the JSON report goes
 
 
 def timed(fn, device):

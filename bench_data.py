@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from configurator import ConfigError, parse
+from atomic import atomic_write_text
+from configurator import ConfigError, cli_main, parse
 from dataset import open_split
 from loader import TrainBatches
 
@@ -37,13 +38,13 @@ PLAIN_LOOP = textwrap.dedent("""
 
 @dataclass
 class DataBenchConfig:
-    input: str = "../shared/data/tinyshakespeare.txt"
-    copies: int = 8
-    num_proc: int = 2
-    block_size: int = 1024
-    batch_size: int = 12
-    batches: int = 200
-    out: str = "bench_data.json"
+    input: str = "../shared/data/tinyshakespeare.txt"  # a UTF-8 text, cut into documents
+    copies: int = 8  # the large corpus is this many copies of the input (the small one: 2)
+    num_proc: int = 2  # prepare's worker processes
+    block_size: int = 1024  # the loader's window
+    batch_size: int = 12  # rows per loader batch
+    batches: int = 200  # loader batches timed
+    out: str = "bench_data.json"  # where the JSON report goes
 
 
 # Runs a command and prints the peak RSS (KiB) of its largest process. A fresh wrapper per command,
@@ -118,12 +119,9 @@ def run(cfg: DataBenchConfig):
     return report
 
 
-def main(argv=None):
-    try:
-        (cfg,) = parse(sys.argv[1:] if argv is None else argv, DataBenchConfig)
-        report = run(cfg)
-    except ConfigError as e:
-        sys.exit(f"error: {e}")
+def report_lines(argv):
+    (cfg,) = parse(argv, DataBenchConfig, doc=__doc__, prog="bench_data.py")
+    report = run(cfg)
     print("| corpus | tokens | prepare tok/s | prepare peak RSS | plain loop tok/s | plain loop peak RSS |")
     print("|---|---|---|---|---|---|")
     for s in report["sizes"]:
@@ -136,7 +134,12 @@ def main(argv=None):
         f"\nloader: {report['loader_ms_per_batch']:.3f} ms per batch of {cfg.batch_size} x {cfg.block_size}; "
         f"fingerprint: {report['fingerprint_ms_per_step']:.2f} ms per step of 40 micro-batches"
     )
-    Path(cfg.out).write_text(json.dumps(report, indent=1))
+    atomic_write_text(cfg.out, json.dumps(report, indent=1) + "\n")
+    print(f"results: {cfg.out}")
+
+
+def main(argv=None):
+    cli_main(report_lines, argv)
 
 
 if __name__ == "__main__":

@@ -50,13 +50,13 @@ POS_EMBEDDINGS = ("learned", "rotary")
 
 @dataclass
 class GPTConfig:
-    block_size: int = 1024
+    block_size: int = 1024  # context length in tokens
     vocab_size: int = 50304  # GPT-2's 50257 padded up to a multiple of 64 for speed
-    n_layer: int = 12
-    n_head: int = 12
-    n_embd: int = 768
+    n_layer: int = 12  # transformer blocks
+    n_head: int = 12  # attention (query) heads per block
+    n_embd: int = 768  # model width d
     n_kv_head: int | None = None  # None: one K/V head per query head; fewer: grouped-query attention
-    dropout: float = 0.0
+    dropout: float = 0.0  # on embeddings, attention weights and residual branches
     bias: bool = False  # biases in the Linear and LayerNorm layers (GPT-2 and GPT-NeoX: True)
     query_mode: str = "linear"  # linear, identity, residual or residual_gelu (see QUERY_MODES)
     query_hidden: int | None = None  # residual_gelu's W1 width r; None: n_embd // 2 (the paper)
@@ -65,17 +65,17 @@ class GPTConfig:
     activation: str = "gelu"  # MLP activation: exact 'gelu' (nanoGPT, Pythia) or 'gelu_tanh' (GPT-2)
     pos_embedding: str = "learned"  # 'learned' table or 'rotary' (no table)
     rotary_pct: float = 1.0  # fraction of each head's dims that rotary rotates (GPT-NeoX: 0.25)
-    rope_base: float = 10000.0
+    rope_base: float = 10000.0  # rotary frequency base
     parallel_residual: bool = False  # x + attn(ln_1 x) + mlp(ln_2 x), as GPT-NeoX
     tie_embeddings: bool = True  # lm_head shares the token embedding
-    norm_eps: float = 1e-5
+    norm_eps: float = 1e-5  # epsilon of every LayerNorm / RMSNorm
     # arXiv 2604.10791: x~ = x^ + W_down SiLU(W_up x^) on the block's normalised input x^, before Q/K/V
-    preproj: bool = False
+    preproj: bool = False  # add the pre-projection x~ before Q/K/V
     preproj_ratio: float = 1.25  # W_up's width, as a multiple of n_embd
     content_skip: bool = False  # block output += W_skip x~ (d x d, no bias), bypassing attention
-    skip_init_std: float = 1e-4
+    skip_init_std: float = 1e-4  # W_skip's init std (nearly zero: the model starts as it was)
     # LoRA on the attention's input (c_attn) and output (c_proj) projections; 0: off
-    lora_rank: int = 0
+    lora_rank: int = 0  # LoRA rank r
     lora_alpha: float | None = None  # None: 2 * lora_rank
 
     def __post_init__(self):

@@ -42,8 +42,9 @@ def read_jsonl(path) -> list[dict]:
     return rows
 
 
-def rows(task: str, path: str | None = None, split: str | None = None):
-    """The raw rows of a task, from a local JSONL file or the hub."""
+def rows(task: str, path: str | None = None, split: str | None = None, option: str | None = None):
+    """The raw rows of a task, from a local JSONL file or the hub. option names the command-line option
+    that gives a local copy (for the error when the hub cannot be reached)."""
     if path:
         data = read_jsonl(path)
     else:
@@ -54,7 +55,8 @@ def rows(task: str, path: str | None = None, split: str | None = None):
             data = datasets.load_dataset(name, config, split=split or default_split)
         except Exception as e:  # offline, or the hub refused: name the local-file option
             raise DataError(
-                f"cannot load {name} from the hub ({type(e).__name__}): pass a local JSONL copy with --{task}_file"
+                f"cannot load {name} from the hub ({type(e).__name__}): pass a local JSONL copy with "
+                f"{option or f'--{task}_file'}"
             ) from None
     for i, row in enumerate(data):
         missing = [f for f in FIELDS[task] if f not in row]
@@ -78,10 +80,10 @@ def items(task: str, path: str | None = None, split: str | None = None):
             }
 
 
-def wikitext_lines(split: str, min_chars: int, limit: int | None = None, path: str | None = None):
+def wikitext_lines(split: str, min_chars: int, limit: int | None = None, path: str | None = None, option=None):
     """The first `limit` (None: all) lines of a WikiText split with at least min_chars characters, stripped."""
     out = []
-    for row in rows("wikitext", path, split):
+    for row in rows("wikitext", path, split, option):
         text = row["text"].strip()
         if len(text) >= min_chars:
             out.append(text)

@@ -38,11 +38,23 @@ def gpt2_encoding() -> tiktoken.Encoding:
     )
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
+
+
 @functools.cache
 def hf_tokenizer(name: str):
+    """A transformers tokenizer by hub name or directory; a directory without tokenizer files is refused
+    (transformers would otherwise build an almost empty one and tokenize everything to a few ids)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(name)
+    from configurator import UserError
+
+    if Path(name).is_dir() and not any((Path(name) / f).exists() for f in TOKENIZER_FILES):
+        raise UserError(f"{name} holds no tokenizer files ({', '.join(TOKENIZER_FILES)}): pass a tokenizer directory")
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot load the tokenizer {name!r}: {str(e).splitlines()[0]}") from None
 
 
 def tokenizer_vocab(meta: dict) -> int:

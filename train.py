@@ -63,6 +63,7 @@ class TrainConfig:
     eval_only: bool = False  # evaluate the checkpoint (or pretrained weights), print, write nothing
     log_interval: int = 1  # steps between console lines / metrics records (the only host syncs)
     keep_checkpoints: tuple[int, ...] = ()  # steps whose checkpoint is also kept as ckpt_<step>.pt
+    always_save_checkpoint: bool = True  # nanoGPT's key: False saves ckpt.pt only when the val loss improves
     freeze_pretrained: bool = False  # frozen probe: train only preproj / content_skip / LoRA parameters
     allow_schedule_change: bool = False  # let a resume change the lr schedule (max_iters, lr_decay_iters, ...)
     # wandb
@@ -92,6 +93,7 @@ class TrainConfig:
     device: str = "auto"  # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
     compile: bool = True  # torch.compile the model
+    backend: str | None = None  # torchrun's process-group backend; None: nccl on GPUs, gloo on CPUs
     cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured at start
 
     def __post_init__(self):
@@ -163,7 +165,7 @@ def setup_distributed(cfg: TrainConfig) -> Dist:
         if d.device_type == "cuda":
             d.device = f"cuda:{os.environ['LOCAL_RANK']}"
             torch.cuda.set_device(d.device)
-        dist.init_process_group(backend="nccl" if d.device_type == "cuda" else "gloo")
+        dist.init_process_group(backend=cfg.backend or ("nccl" if d.device_type == "cuda" else "gloo"))
     if cfg.gradient_accumulation_steps % d.world_size:
         raise ConfigError(
             f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible by "
@@ -364,11 +366,12 @@ class Trainer:
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
         self.optimizer = make_optimizer(model, cfg, d.device_type)
-        self.start, self.last_saved = 0, None
+        self.start, self.last_saved, self.best_val = 0, None, math.inf
         if ckpt is not None:
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.scaler.load_state_dict(ckpt["scaler"])
             self.start = self.last_saved = ckpt["iter_num"]
+            self.best_val = ckpt.get("best_val_loss", math.inf)
         self.wandb_id = (ckpt or {}).get("wandb_id") or uuid.uuid4().hex[:12]  # a resume continues the wandb run
         self.guard = DivergenceGuard(self.optimizer, self.scaler, d.device)
         self.model = torch.compile(model) if cfg.compile else model
@@ -431,6 +434,7 @@ class Trainer:
                 "model_args": self.model_cfg.to_dict(),
                 "config": asdict(self.cfg),
                 "iter_num": it,
+                "best_val_loss": self.best_val,
                 "wandb_id": self.wandb_id,
                 "tokenizer": {k: self.data.meta[k] for k in ("tokenizer", "chars", "name") if k in self.data.meta},
                 "origin": self.origin,
@@ -443,6 +447,7 @@ class Trainer:
     def evaluate_and_save(self, it: int) -> None:
         """Validation and train-eval losses at step it, then the checkpoint; nothing non-finite is saved."""
         self.stop_if_diverged()
+        improved = False
         if it != self.start or self.last_saved is None:  # a resumed step was evaluated before its save
             val = self.evaluate(self.data.val, self.data.val_offsets)
             train_eval = self.evaluate(self.data.train, self.data.train_eval_offsets)
@@ -452,7 +457,8 @@ class Trainer:
                 {"step": it, "val_loss": val, "train_eval_loss": train_eval, "tokens": it * self.tokens_per_step}
             )
             self.say(f"step {it}: val loss {val:.4f}, train loss {train_eval:.4f}")
-        if it > self.start:
+            improved, self.best_val = val < self.best_val, min(val, self.best_val)
+        if it > self.start and (self.cfg.always_save_checkpoint or improved):
             self.save(it)
 
     def train_step(self, it: int) -> torch.Tensor:

@@ -234,13 +234,38 @@ def test_openwebtext_hub_source_falls_back_to_the_parquet_conversion(monkeypatch
         calls.append((name, revision))
         if revision is None:  # what current datasets releases say for a hub dataset with a loading script
             raise RuntimeError("Dataset scripts are no longer supported, but found openwebtext.py")
-        return datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["a", "b", "c", "d"]})})
+        return datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": [f"doc {i}" for i in range(40)]})})
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     ds = owt.load_source("Skylion007/openwebtext", num_proc=1)
     assert calls == [("Skylion007/openwebtext", None), ("Skylion007/openwebtext", "refs/convert/parquet")]
     parts = owt.split(ds, val_size=0.25, seed=2357)
-    assert (len(parts["train"]), len(parts["val"])) == (3, 1)
+    assert (len(parts["train"]), len(parts["val"])) == (36, 4)  # a quarter asked, a tenth at most held out
+
+    def offline(*a, **k):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match="offline, pass a local file or directory: --dataset corpus.jsonl"):
+        owt.load_source("Skylion007/openwebtext", num_proc=1)
+
+
+def test_openwebtext_prepare_of_one_local_text_file(tmp_path):
+    paragraphs = [f"Paragraph {i}: " + "the cat sat on the mat. " * (i % 5 + 1) for i in range(30)]
+    (tmp_path / "book.txt").write_text("\n\n".join(paragraphs) + "\n")
+    r = run(
+        "data/openwebtext/prepare.py", "--dataset", tmp_path / "book.txt", "--out_dir", tmp_path / "d", "--num_proc", 1
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    meta = load_meta(tmp_path / "d")
+    assert meta["documents"] == {"train": 29, "val": 1}  # one paragraph per document, one held out (not a third)
+    assert "warning: val holds" in r.stderr and "fewer than 10 windows" in r.stderr
+    (tmp_path / "short.txt").write_text("one\n\ntwo\n\nthree\n")
+    r = run(
+        "data/openwebtext/prepare.py", "--dataset", tmp_path / "short.txt", "--out_dir", tmp_path / "e", "--num_proc", 1
+    )
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: the source holds 3 document(s)")
+    assert not (tmp_path / "e" / "meta.json").exists()
 
 
 def test_eval_data_from_the_hub_uses_the_named_dataset(monkeypatch):

@@ -253,6 +253,20 @@ def test_wikitext_prepare_from_local_files(tmp_path):
     enc = gpt2_encoding()
     expected = enc.encode_ordinary("A" * 51) + [EOT] + enc.encode_ordinary("B" * 60 + " words") + [EOT]
     assert open_split(tmp_path / "out", "train").tolist() == expected  # > 50 characters, first 2 only
+    assert "warning: val has 3 lines of >= 51 characters, not 300" in r.stderr  # fewer qualifying lines than asked
+
+    model_only = tmp_path / "model_only"  # a model directory saved without its tokenizer
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16)).save_pretrained(model_only)
+    r = subprocess.run(
+        [sys.executable, ROOT / "data/wikitext/prepare.py", "--tokenizer", model_only, "--out_dir", tmp_path / "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode != 0 and r.stderr.strip() == (
+        f"error: {model_only} holds no tokenizer files (tokenizer.json, tokenizer_config.json, vocab.json, "
+        "tokenizer.model, spiece.model): pass a tokenizer directory"
+    )
+    assert not (tmp_path / "x").exists()
 
 
 def test_skip_norm_analysis(data_dir, tmp_path, capsys):

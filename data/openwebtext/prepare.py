@@ -2,15 +2,20 @@
 
 python data/openwebtext/prepare.py --num_proc 16                      # the hub's OpenWebText
 python data/openwebtext/prepare.py --dataset corpus.jsonl --text_field body --out_dir data/mine
+python data/openwebtext/prepare.py --dataset book.txt --out_dir data/book      # one local text file
 
-Each document becomes encode_ordinary(text) + [EOT 50256]. Without a validation split in the source,
-0.0005 of the documents are held out with seed 2357 (nanoGPT's split). Tokenised documents live in the
+Local data: a .json/.jsonl/.parquet file or a directory of them, a directory of .txt files (one document
+each), or a single .txt file (one document per blank-line-separated paragraph). Each document becomes
+encode_ordinary(text) + [EOT 50256]. Without a validation split in the source, --val_size of the
+documents are held out with seed 2357 (nanoGPT's split: 0.0005), at least one and at most a tenth of
+them, so a small corpus never loses a third of itself to validation. Tokenised documents live in the
 datasets cache on disk and are streamed into the output file, so memory does not grow with the corpus.
 Current `datasets` releases no longer run loading scripts; a hub dataset that has one is read from the
 hub's parquet conversion instead.
 """
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -18,8 +23,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
+from configurator import cli_main  # noqa: E402
 from dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
 from tokenizer import EOT, gpt2_encoding  # noqa: E402
+
+MIN_DOCUMENTS = 10  # fewer cannot give a validation split that is both non-empty and a small part
 
 LOCAL_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
 VAL_SPLIT_NAMES = ("validation", "val", "test")
@@ -34,7 +42,9 @@ def load_source(name: str, num_proc: int):
         suffixes = {Path(f).suffix for f in files}
         if len(suffixes) != 1 or (suffix := suffixes.pop()) not in LOCAL_BUILDERS:
             raise DataError(f"--dataset {name}: expected files of one type among {', '.join(LOCAL_BUILDERS)}")
-        kw = {"sample_by": "document"} if suffix == ".txt" else {}  # one document per text file
+        kw = {}
+        if suffix == ".txt":  # a directory: one document per file; one file: one per paragraph
+            kw = {"sample_by": "document" if path.is_dir() else "paragraph"}
         return datasets.load_dataset(LOCAL_BUILDERS[suffix], data_files=files, num_proc=num_proc, **kw)
     try:
         return datasets.load_dataset(name, num_proc=num_proc)
@@ -42,7 +52,13 @@ def load_source(name: str, num_proc: int):
         print(
             f"load_dataset({name!r}) failed ({str(e).splitlines()[0]}); trying its parquet conversion", file=sys.stderr
         )
+    try:
         return datasets.load_dataset(name, revision="refs/convert/parquet", num_proc=num_proc)
+    except Exception as e:
+        raise DataError(
+            f"cannot load {name} from the hub ({type(e).__name__}); offline, pass a local file or directory: "
+            "--dataset corpus.jsonl (with --text_field) or --dataset book.txt"
+        ) from None
 
 
 def split(ds, val_size: float, seed: int):
@@ -50,7 +66,14 @@ def split(ds, val_size: float, seed: int):
     val_name = next((n for n in VAL_SPLIT_NAMES if n in ds), None)
     if "train" in ds and val_name:
         return {"train": ds["train"], "val": ds[val_name]}
-    parts = ds["train"].train_test_split(test_size=val_size, seed=seed, shuffle=True)
+    n = len(ds["train"])
+    if n < MIN_DOCUMENTS:
+        raise DataError(
+            f"the source holds {n} document(s), too few to hold out a validation split (at least {MIN_DOCUMENTS}): "
+            "give more text, or a single .txt file with blank lines between paragraphs"
+        )
+    n_val = min(max(1, math.ceil(val_size * n)), n // 10)  # at least one document, at most a tenth
+    parts = ds["train"].train_test_split(test_size=n_val, seed=seed, shuffle=True)
     return {"train": parts["train"], "val": parts["test"]}
 
 
@@ -66,7 +89,7 @@ def stream_tokens(ds, batch_size=1024):
         yield table.column("ids").combine_chunks().flatten().to_numpy()
 
 
-def main(argv=None):
+def run(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="Skylion007/openwebtext", help="hub name, or a local file/directory")
     p.add_argument("--text_field", default="text")
@@ -76,46 +99,54 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=2357)
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
-    try:
-        refuse_overwrite(args.out_dir, args.force)  # fail before hours of work, not after
-        import datasets
+    refuse_overwrite(args.out_dir, args.force)  # fail before hours of work, not after
+    import datasets
 
-        ds = load_source(args.dataset, args.num_proc)
-        columns = ds["train"].column_names
-        if args.text_field not in columns:
-            raise DataError(
-                f"--text_field {args.text_field!r} is not a column of {args.dataset}: columns are {columns}"
-            )
-        features = datasets.Features(
-            {"ids": datasets.Sequence(datasets.Value("uint16")), "len": datasets.Value("int64")}
+    ds = load_source(args.dataset, args.num_proc)
+    columns = ds["train"].column_names
+    if args.text_field not in columns:
+        raise DataError(f"--text_field {args.text_field!r} is not a column of {args.dataset}: columns are {columns}")
+    features = datasets.Features({"ids": datasets.Sequence(datasets.Value("uint16")), "len": datasets.Value("int64")})
+    parts = {
+        name: d.map(
+            tokenize,
+            batched=True,
+            fn_kwargs={"text_field": args.text_field},
+            remove_columns=d.column_names,
+            features=features,
+            num_proc=args.num_proc,
+            desc=f"tokenizing {name}",
         )
-        parts = {
-            name: d.map(
-                tokenize,
-                batched=True,
-                fn_kwargs={"text_field": args.text_field},
-                remove_columns=d.column_names,
-                features=features,
-                num_proc=args.num_proc,
-                desc=f"tokenizing {name}",
-            )
-            for name, d in split(ds, args.val_size, args.seed).items()
-        }
-        meta = write_dataset(
-            args.out_dir,
-            {n: stream_tokens(d) for n, d in parts.items()},
-            {
-                "tokenizer": "gpt2",
-                "vocab_size": gpt2_encoding().n_vocab,
-                "source": args.dataset,
-                "text_field": args.text_field,
-                "documents": {n: len(d) for n, d in parts.items()},
-            },
-            force=args.force,
-        )
-    except DataError as e:
-        sys.exit(f"error: {e}")
+        for name, d in split(ds, args.val_size, args.seed).items()
+    }
+    meta = write_dataset(
+        args.out_dir,
+        {n: stream_tokens(d) for n, d in parts.items()},
+        {
+            "tokenizer": "gpt2",
+            "vocab_size": gpt2_encoding().n_vocab,
+            "source": args.dataset,
+            "text_field": args.text_field,
+            "documents": {n: len(d) for n, d in parts.items()},
+        },
+        force=args.force,
+    )
     print(f"train {meta['tokens']['train']:,} tokens, val {meta['tokens']['val']:,} tokens -> {args.out_dir}")
+    warn_if_small(meta)
+
+
+def warn_if_small(meta: dict, block_size: int = 1024) -> None:
+    """A warning with the numbers when the validation split holds fewer tokens than a few contexts."""
+    if meta["tokens"]["val"] < 10 * block_size:
+        print(
+            f"warning: val holds {meta['tokens']['val']:,} tokens, fewer than 10 windows of {block_size}: "
+            "validation losses will be noisy (raise --val_size, or prepare more text)",
+            file=sys.stderr,
+        )
+
+
+def main(argv=None):
+    cli_main(run, argv)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,13 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
-from dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
+from configurator import cli_main  # noqa: E402
+from dataset import refuse_overwrite, write_dataset  # noqa: E402
 from taskdata import wikitext_lines  # noqa: E402
 from tokenizer import load_tokenizer  # noqa: E402
 
 
-def main(argv=None):
+def run(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokenizer", default="gpt2", help="'gpt2' (offline BPE) or a HF tokenizer name/directory")
     p.add_argument("--train_file", help="local JSONL rows with a 'text' field (default: the hub)")
@@ -34,22 +35,28 @@ def main(argv=None):
     p.add_argument("--out_dir", default=str(HERE))
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
-    try:
-        refuse_overwrite(args.out_dir, args.force)
-        meta, encode = load_tokenizer(args.tokenizer)
-        splits = {}
-        for split, hub_split, path, n in (
-            ("train", "train", args.train_file, args.train_lines),
-            ("val", "validation", args.val_file, args.val_lines),
-        ):
-            lines = wikitext_lines(hub_split, args.min_chars, n, path)
-            splits[split] = [np.array(encode(line) + [meta["eos"]]) for line in lines]
-        meta = write_dataset(
-            args.out_dir, splits, {**meta, "source": args.train_file or "Salesforce/wikitext"}, force=args.force
-        )
-    except DataError as e:
-        sys.exit(f"error: {e}")
+    refuse_overwrite(args.out_dir, args.force)
+    meta, encode = load_tokenizer(args.tokenizer)
+    splits = {}
+    for split, hub_split, path, n in (
+        ("train", "train", args.train_file, args.train_lines),
+        ("val", "validation", args.val_file, args.val_lines),
+    ):
+        print(f"reading {split} lines ...", file=sys.stderr)
+        lines = wikitext_lines(hub_split, args.min_chars, n, path, option=f"--{split}_file")
+        if len(lines) < n:
+            print(
+                f"warning: {split} has {len(lines)} lines of >= {args.min_chars} characters, not {n}", file=sys.stderr
+            )
+        splits[split] = [np.array(encode(line) + [meta["eos"]]) for line in lines]
+    meta = write_dataset(
+        args.out_dir, splits, {**meta, "source": args.train_file or "Salesforce/wikitext"}, force=args.force
+    )
     print(f"train {meta['tokens']['train']:,} tokens, val {meta['tokens']['val']:,} tokens -> {args.out_dir}")
+
+
+def main(argv=None):
+    cli_main(run, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,146 @@
+"""What a researcher meets at the console: help, comma lists, wandb without a login, nanoGPT's keys."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bench
+import bench_data
+import checkpoint
+import sample
+import train
+import zeroshot
+from configurator import ConfigError, parse
+from model import GPTConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {
+    "train.py": (train.TrainConfig, GPTConfig),
+    "sample.py": (sample.SampleConfig,),
+    "zeroshot.py": (zeroshot.EvalConfig,),
+    "bench.py": (bench.BenchConfig,),
+    "bench_data.py": (bench_data.DataBenchConfig,),
+}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_lists_every_field_with_its_default_and_comment(script):
+    r = subprocess.run([sys.executable, ROOT / script, "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stderr == ""
+    assert "usage: python" in r.stdout
+    lines = r.stdout.splitlines()
+    for cls in SCRIPTS[script]:
+        for field in dataclasses.fields(cls):
+            line = next((x for x in lines if x.strip().startswith(f"--{field.name}=")), None)
+            assert line is not None, f"{script} --help lacks {field.name}"
+            assert line.strip().startswith(f"--{field.name}={field.default!r}")
+            assert len(line.split(")  ", 1)) == 2, f"{field.name} has no description in {cls.__name__}"
+    assert subprocess.run([sys.executable, ROOT / script, "-h"], capture_output=True, cwd=ROOT).returncode == 0
+
+
+def test_tuple_options_take_comma_lists_and_python_syntax():
+    for argv in (["--tasks=lambada,wikitext"], ["--tasks=('lambada', 'wikitext')"], ["--tasks=lambada, wikitext"]):
+        assert parse(argv, zeroshot.EvalConfig)[0].tasks == ("lambada", "wikitext")
+    assert parse(["--tasks=hellaswag"], zeroshot.EvalConfig)[0].tasks == ("hellaswag",)
+    cfg, _ = parse(["--keep_checkpoints=5"], train.TrainConfig, GPTConfig)
+    assert cfg.keep_checkpoints == (5,)
+    cfg, _ = parse(["--keep_checkpoints=100,200"], train.TrainConfig, GPTConfig)
+    assert cfg.keep_checkpoints == (100, 200)
+    with pytest.raises(ConfigError, match="keep_checkpoints=.* is not of type"):
+        parse(["--keep_checkpoints=5,x"], train.TrainConfig, GPTConfig)
+
+
+def test_a_single_dash_option_is_a_one_line_error():
+    with pytest.raises(ConfigError, match="-x: options are written --key=value"):
+        parse(["-x"], train.TrainConfig, GPTConfig)
+
+
+def tiny(char_data, out_dir, **kw):
+    args = dict(
+        dataset=char_data,
+        out_dir=out_dir,
+        n_layer=1,
+        n_head=2,
+        n_embd=16,
+        block_size=16,
+        vocab_size=65,
+        batch_size=2,
+        gradient_accumulation_steps=1,
+        max_iters=4,
+        eval_interval=2,
+        eval_iters=1,
+        device="cpu",
+        compile=False,
+        cpu_peak_flops=1e11,
+    )
+    return [f"--{k}={v}" for k, v in {**args, **kw}.items()]
+
+
+def test_wandb_without_a_login_stops_before_anything_is_written(char_data, tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setattr(wandb, "login", lambda **kw: False)
+    with pytest.raises(SystemExit) as e:
+        train.main(tiny(char_data, tmp_path / "run", wandb_log=True))
+    message = str(e.value.code)
+    assert message.startswith("error: wandb_log=True but wandb has no login") and "\n" not in message
+    assert "WANDB_MODE=offline" in message and "--wandb_log=False" in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_always_save_checkpoint_false_saves_only_improvements(char_data, tmp_path, monkeypatch):
+    losses = iter([3.0, 2.0, 2.5])  # evaluations at steps 0, 2, 4: 4 is worse than 2
+
+    def fake_evaluate(self, tokens, offsets):
+        return next(losses) if offsets is self.data.val_offsets else 1.0
+
+    monkeypatch.setattr(train.Trainer, "evaluate", fake_evaluate)
+    train.main(tiny(char_data, tmp_path, always_save_checkpoint=False))
+    ckpt = checkpoint.load(tmp_path / "ckpt.pt")
+    assert ckpt["iter_num"] == 2 and ckpt["best_val_loss"] == 2.0
+    val = [json.loads(x)["val_loss"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if "val_loss" in x]
+    assert val == [3.0, 2.0, 2.5]
+
+
+def test_nanogpt_sample_keys_are_accepted():
+    (cfg,) = parse(["--compile=True", "--init_from=resume", "--start=hi"], sample.SampleConfig)
+    assert cfg.compile and cfg.start == "hi"
+    cfg, _ = parse(["--backend=gloo", "--always_save_checkpoint=False"], train.TrainConfig, GPTConfig)
+    assert cfg.backend == "gloo" and not cfg.always_save_checkpoint
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--top_k=0"], "top_k=0 is invalid"),
+        (["--temperature=-1"], "temperature=-1.0 is invalid"),
+        (["--num_samples=0"], "num_samples=0 is invalid"),
+        (["--max_new_tokens=0"], "max_new_tokens=0 is invalid"),
+    ],
+)
+def test_sample_arguments_are_validated(argv, message):
+    with pytest.raises(SystemExit) as e:
+        sample.main(argv)
+    assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+
+
+def test_sample_checks_the_prompt_before_loading_a_model(tmp_path):
+    # out_dir has no checkpoint: the missing prompt file must be the error, found before any loading
+    with pytest.raises(SystemExit) as e:
+        sample.main([f"--out_dir={tmp_path}", f"--start=FILE:{tmp_path / 'none.txt'}"])
+    assert "no such file" in str(e.value.code) and "ckpt.pt" not in str(e.value.code)
+
+
+def test_sample_refuses_a_checkpoint_whose_vocab_misses_its_tokenizer(char_data, tmp_path):
+    train.main(tiny(char_data, tmp_path, max_iters=2))
+    ckpt = checkpoint.load(tmp_path / "ckpt.pt")
+    del ckpt["tokenizer"]  # as a nanoGPT checkpoint: no tokenizer, so GPT-2 BPE, which needs 50257 ids
+    checkpoint.save(ckpt, tmp_path / "ckpt.pt")
+    with pytest.raises(SystemExit) as e:
+        sample.main([f"--out_dir={tmp_path}", "--start=a"])
+    assert "has 50257 ids but the model's vocab_size is 65" in str(e.value.code)
