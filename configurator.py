@@ -5,9 +5,10 @@ one way every entry point reports a user's mistake.
     python train.py --help
 
 Arguments apply left to right. Every key must be a field of one of the given dataclasses (a typo is an
-error that suggests the nearest keys) and every value must fit the field's type. Tuple fields take a
-comma list (--tasks=lambada,wikitext) or Python syntax. --help lists every field with its type, default
-and the comment written beside it in the dataclass, so the help cannot drift from the code.
+error that suggests the nearest keys) and every value must fit the field's type. A bare --flag sets a
+bool field to True. Tuple fields take a comma list (--tasks=lambada,wikitext) or Python syntax. --help
+lists every field with its type, default and the comment written beside it in the dataclass, so the
+help cannot drift from the code.
 """
 
 import ast
@@ -152,10 +153,12 @@ def parse(argv, *schemas, doc: str = "", prog: str = ""):
     for arg in argv:
         if arg.startswith("--"):
             key, eq, raw = arg[2:].partition("=")
-            if not eq:
-                raise ConfigError(f"{arg}: overrides are written --key=value (--help lists the keys)")
             check_key(key, "command line")
             tp = spec[key][1]
+            if not eq:  # a bare --flag sets a bool field, as in argparse's store_true
+                if tp is not bool:
+                    raise ConfigError(f"{arg}: overrides are written --key=value (--help lists the keys)")
+                raw = "True"
             values[key] = _coerce(key, _command_line_value(raw, tp), tp, "command line")
         elif arg.startswith("-"):
             raise ConfigError(f"{arg}: options are written --key=value (--help lists the keys)")

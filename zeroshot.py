@@ -14,6 +14,8 @@ ppl is exp of the mean per-line loss (the paper's), ppl_tokens exp of the per-to
 import json
 import math
 import os
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,7 +70,11 @@ def loglikelihoods(model, requests, batch_size):
     device = next(model.parameters()).device
     out = [None] * len(requests)
     order = sorted(range(len(requests)), key=lambda i: -(len(requests[i][0]) + len(requests[i][1])))
+    shown = time.monotonic()
     for start in range(0, len(order), batch_size):
+        if time.monotonic() - shown > 5:  # a progress line every few seconds on long tasks
+            print(f"  {start:,} / {len(order):,} sequences", file=sys.stderr)
+            shown = time.monotonic()
         chunk = order[start : start + batch_size]
         seqs = [(requests[i][0] + requests[i][1])[-(bs + 1) :] for i in chunk]
         x = torch.zeros(len(seqs), max(len(s) for s in seqs) - 1, dtype=torch.long)
@@ -80,7 +86,7 @@ def loglikelihoods(model, requests, batch_size):
             if n > len(s) - 1:
                 raise DataError(
                     f"an item's continuation has {n} tokens, more than the model's context of {bs}: "
-                    "evaluate a model with a longer block_size, or drop the item"
+                    "evaluate a model with a longer block_size, or leave the item out of the file"
                 )
             rows, target = logp[j, len(s) - 1 - n : len(s) - 1], torch.tensor(s[-n:])
             out[i] = (rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all()))
@@ -117,6 +123,13 @@ def perplexity(model, encode, lines, max_len, batch_size):
 
 
 def run_task(task, model, encode, cfg: EvalConfig):
+    try:
+        return score_task(task, model, encode, cfg)
+    except DataError as e:
+        raise DataError(f"{task}: {e}") from None
+
+
+def score_task(task, model, encode, cfg: EvalConfig):
     path = getattr(cfg, f"{task}_file")
     if task == "wikitext":
         lines = [

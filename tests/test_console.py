@@ -54,6 +54,13 @@ def test_tuple_options_take_comma_lists_and_python_syntax():
         parse(["--keep_checkpoints=5,x"], train.TrainConfig, GPTConfig)
 
 
+def test_a_bare_flag_sets_a_bool_and_nothing_else():
+    cfg, _ = parse(["--eval_only", "--compile=False"], train.TrainConfig, GPTConfig)
+    assert cfg.eval_only is True and cfg.compile is False
+    with pytest.raises(ConfigError, match="--batch_size: overrides are written --key=value"):
+        parse(["--batch_size"], train.TrainConfig, GPTConfig)
+
+
 def test_a_single_dash_option_is_a_one_line_error():
     with pytest.raises(ConfigError, match="-x: options are written --key=value"):
         parse(["-x"], train.TrainConfig, GPTConfig)

@@ -283,3 +283,6 @@ def test_skip_norm_analysis(data_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         analyze_skip.main([f"--out_dir={tmp_path / 'plain'}", "--png="])
     assert "has no content skip" in str(e.value.code)
+    with pytest.raises(SystemExit) as e:
+        analyze_skip.main([f"--out_dir={tmp_path / 'run'}", f"--png={tmp_path / 'nowhere' / 'n.png'}"])
+    assert str(e.value.code).startswith("error: --png") and "not writable" in str(e.value.code)

@@ -9,6 +9,7 @@ import bench
 import compare
 import sample
 import train
+import zeroshot
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,6 +70,20 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
         with pytest.raises(SystemExit) as e:
             sample.main(args)
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+
+
+def test_zeroshot_names_the_task_of_an_item_the_model_cannot_score(run_dir, tmp_path):
+    (tmp_path / "unknown.jsonl").write_text(json.dumps({"text": "a b Ωmega"}) + "\n")
+    (tmp_path / "long.jsonl").write_text(json.dumps({"text": "a " + "abcdefghij" * 4}) + "\n")  # a 40-char word
+    for name, message in [
+        ("unknown", "lambada: an item cannot be encoded with the model's tokenizer: characters ['Ω']"),
+        ("long", "lambada: an item's continuation has 40 tokens, more than the model's context of 32"),
+    ]:
+        args = [f"--out_dir={run_dir}", "--tasks=lambada", f"--lambada_file={tmp_path / name}.jsonl"]
+        with pytest.raises(SystemExit) as e:
+            zeroshot.main([*args, f"--out={tmp_path / 'e.json'}", "--device=cpu"])
+        assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+    assert not (tmp_path / "e.json").exists()
 
 
 def test_bench_tiny_preset_writes_json(tmp_path):
@@ -138,14 +153,19 @@ def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
 def test_compare_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
     fake_run(tmp_path, "base", "baseline", 1, {0: 4.0}, ["a"])
+    fake_run(tmp_path, "nlq1", "nlq", 1, {0: 3.9}, ["a"])
+    fake_run(tmp_path, "nlq2", "nlq", 2, {0: float("nan")}, ["a"])  # a diverged seed in a pooled arm
+    runs = [str(tmp_path / n) for n in ("base", "nlq1", "nlq2")]
     for args, message in [
-        ([str(tmp_path / "empty")], "not an out_dir of train.py"),
-        ([str(tmp_path / "base"), "--step=7"], "step 7 is not evaluated"),
-        ([str(tmp_path / "base"), "--baseline=x"], "--baseline='x' is not an arm"),
+        ([str(tmp_path / "empty"), "--png="], "not an out_dir of train.py"),
+        ([str(tmp_path / "base"), "--step=7", "--png="], "step 7 is not evaluated"),
+        ([str(tmp_path / "base"), "--baseline=x", "--png="], "--baseline='x' is not an arm"),
+        ([*runs, "--png="], f"{tmp_path / 'nlq2'} has a non-finite val loss at step 0"),
+        ([str(tmp_path / "base"), f"--png={tmp_path / 'no' / 'c.png'}"], "is not writable"),
     ]:
         with pytest.raises(SystemExit) as e:
-            compare.main(args + ["--png="])
-        assert message in str(e.value.code)
+            compare.main(args)
+        assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
 
 
 def test_compare_reads_runs_from_wandb(monkeypatch, capsys):
