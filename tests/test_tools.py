@@ -74,10 +74,10 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
 
 def test_zeroshot_names_the_task_of_an_item_the_model_cannot_score(run_dir, tmp_path):
     (tmp_path / "unknown.jsonl").write_text(json.dumps({"text": "a b Ωmega"}) + "\n")
-    (tmp_path / "long.jsonl").write_text(json.dumps({"text": "a " + "abcdefghij" * 4}) + "\n")  # a 40-char word
+    (tmp_path / "long.jsonl").write_text(json.dumps({"text": "a " + "abcdefghij" * 4}) + "\n")  # ' ' + a 40-char word: 41 ids
     for name, message in [
         ("unknown", "lambada: an item cannot be encoded with the model's tokenizer: characters ['Ω']"),
-        ("long", "lambada: an item's continuation has 40 tokens, more than the model's context of 32"),
+        ("long", "lambada: an item's continuation has 41 tokens, more than the model's context of 32"),
     ]:
         args = [f"--out_dir={run_dir}", "--tasks=lambada", f"--lambada_file={tmp_path / name}.jsonl"]
         with pytest.raises(SystemExit) as e:
