@@ -5,8 +5,11 @@
     python compare.py --wandb=me/nonlinear-queries --group=owt-gpt2-small
 
 A run's arm is its wandb_run_name (else its query_mode); runs of one arm with different seeds are
-aggregated as mean +- std, with Welch's t-test against the baseline arm. The footer says whether all
-runs trained on identical batches, from the batch fingerprints in their metrics.jsonl.
+aggregated as mean +- std. Against the baseline arm, the table gives the relative improvement with its 95 %
+interval and a t-test p-value: paired seed by seed when the arm and the baseline ran the same seeds (the
+data order is the same for all, so seed s of two arms differ only in the arm), else Welch's. The figure's
+first panel is what a 1 % effect needs: each arm's val loss minus the baseline's mean, mean +- std over
+seeds. The footer says whether all runs trained on identical batches, from the batch fingerprints.
 """
 
 import argparse
@@ -35,6 +38,7 @@ class Run:
     def __init__(self, name: str, config: dict, records):
         self.name, self.config = name, config
         self.arm = config.get("wandb_run_name") or config["query_mode"]
+        self.seed = config.get("seed")
         self.evals, self.steps = {}, {}  # step -> record; a later record of a step replaces an earlier one
         for r in records:
             (self.evals if "val_loss" in r else self.steps)[r["step"]] = r
@@ -70,13 +74,66 @@ class Run:
             return GPT(GPTConfig(**{k: v for k, v in self.config.items() if k in names})).num_params()
 
 
-def welch_p(a, b):
-    """Two-sided p-value of Welch's t-test, or None with fewer than two runs on either side."""
-    if len(a) < 2 or len(b) < 2:
-        return None
+def arms_of(runs) -> dict:
+    arms = {}
+    for r in runs:
+        arms.setdefault(r.arm, []).append(r)
+    return arms
+
+
+def paired(arm_runs, base_runs) -> bool:
+    """Whether two arms ran the same seeds, one run each: their differences pair seed by seed."""
+    seeds = [r.seed for r in arm_runs]
+    return len(seeds) > 1 and len(set(seeds)) == len(seeds) and sorted(seeds) == sorted(r.seed for r in base_runs)
+
+
+def by_seed(rs, step):
+    return [r.evals[step]["val_loss"] for r in sorted(rs, key=lambda r: r.seed)]
+
+
+def versus_baseline(arm_runs, base_runs, step):
+    """(relative improvement, its 95 % interval as (low, high) or None, p or None, 'paired'/'Welch'):
+    improvement = (baseline mean - arm mean) / baseline mean, a t interval on the difference of means."""
     from scipy import stats
 
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    a, b = by_seed(arm_runs, step), by_seed(base_runs, step)
+    base = statistics.mean(b)
+    diff = base - statistics.mean(a)
+    if paired(arm_runs, base_runs):
+        d = [y - x for x, y in zip(a, b)]
+        se, df, kind = statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1, "paired"
+        p = float(stats.ttest_rel(b, a).pvalue) if se > 0 else None
+    elif len(a) > 1 and len(b) > 1:
+        va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+        se, kind = math.sqrt(va + vb), "Welch"
+        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1
+        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue) if se > 0 else None
+    else:
+        return diff / base, None, None, "one run"
+    half = stats.t.ppf(0.975, df) * se
+    return diff / base, ((diff - half) / base, (diff + half) / base), p, kind
+
+
+def delta_curves(runs, baseline: str) -> dict:
+    """{arm: (steps, mean, std)}: at every evaluation step all runs share, the arm's val loss minus the
+    baseline arm's mean there; mean and std over the arm's seeds, of the seed-by-seed differences when
+    the arms are paired."""
+    arms = arms_of(runs)
+    steps = sorted(set.intersection(*(set(r.evals) for r in runs)))
+    base = arms[baseline]
+    out = {}
+    for arm, rs in arms.items():
+        means, stds = [], []
+        for s in steps:
+            if arm != baseline and paired(rs, base):
+                d = [x - y for x, y in zip(by_seed(rs, s), by_seed(base, s))]
+            else:
+                base_mean = statistics.mean(by_seed(base, s))
+                d = [x - base_mean for x in by_seed(rs, s)]
+            means.append(statistics.mean(d))
+            stds.append(statistics.stdev(d) if len(d) > 1 else 0.0)
+        out[arm] = (steps, means, stds)
+    return out
 
 
 def fingerprint_report(runs) -> str:
@@ -98,7 +155,16 @@ def fingerprint_report(runs) -> str:
     )
 
 
-def table(runs, baseline: str | None, step: int | None):
+def resolve_baseline(runs, baseline: str | None) -> str:
+    """The baseline arm: as given, else 'baseline', else 'linear', else the first run's."""
+    arms = arms_of(runs)
+    baseline = baseline or ("baseline" if "baseline" in arms else "linear" if "linear" in arms else next(iter(arms)))
+    if baseline not in arms:
+        raise CompareError(f"--baseline={baseline!r} is not an arm of these runs: arms are {sorted(arms)}")
+    return baseline
+
+
+def table(runs, baseline: str, step: int | None):
     """The table as markdown lines, footer included."""
     common = sorted(set.intersection(*(set(r.evals) for r in runs)))
     if step is None:
@@ -107,46 +173,49 @@ def table(runs, baseline: str | None, step: int | None):
         step = common[-1]
     elif step not in common:
         raise CompareError(f"step {step} is not evaluated in every run: common evaluation steps are {common[-5:]} ...")
-    arms = {}
-    for r in runs:
-        arms.setdefault(r.arm, []).append(r)
-    baseline = baseline or ("baseline" if "baseline" in arms else "linear" if "linear" in arms else next(iter(arms)))
-    if baseline not in arms:
-        raise CompareError(f"--baseline={baseline!r} is not an arm of these runs: arms are {sorted(arms)}")
+    arms = arms_of(runs)
     bad = [r.name for r in runs if not math.isfinite(r.evals[step]["val_loss"])]
     if bad:
         raise CompareError(f"{', '.join(bad)} has a non-finite val loss at step {step}: leave it out, or pass --step")
     losses = {a: [r.evals[step]["val_loss"] for r in rs] for a, rs in arms.items()}
-    base = statistics.mean(losses[baseline])
     lines = [
-        f"validation loss at step {step}; improvement relative to {baseline}",
+        f"validation loss at step {step}; improvement relative to {baseline} (positive: lower loss), its 95 % "
+        "interval and t-test p (paired by seed where both arms ran the same seeds, else Welch)",
         "",
-        "| arm | non-emb. params | val loss | runs | vs baseline | p (Welch) | tokens seen |",
-        "|---|---|---|---|---|---|---|",
+        "| arm | non-emb. params | val loss | runs | vs baseline | 95 % interval | p | tokens seen |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for arm, rs in sorted(arms.items(), key=lambda kv: statistics.mean(losses[kv[0]]), reverse=True):
         vals = losses[arm]
         mean = statistics.mean(vals)
         loss = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
-        p = welch_p(vals, losses[baseline]) if arm != baseline else None
+        gain, interval, p, kind = versus_baseline(rs, arms[baseline], step) if arm != baseline else (0, None, None, "")
+        ci = f"[{interval[0]:+.2%}, {interval[1]:+.2%}]" if interval else "—"
         lines.append(
-            f"| {arm} | {rs[0].non_embedding_params() / 1e6:.2f}M | {loss} | {len(vals)} "
-            f"| {(base - mean) / base:+.2%} | {'—' if p is None else f'{p:.3g}'} "
-            f"| {rs[0].evals[step].get('tokens') or 0:,} |"
+            f"| {arm} | {rs[0].non_embedding_params() / 1e6:.2f}M | {loss} | {len(vals)} | {gain:+.2%} | {ci} "
+            f"| {'—' if p is None else f'{p:.3g} ({kind})'} | {rs[0].evals[step].get('tokens') or 0:,} |"
         )
     return lines + ["", fingerprint_report(runs)]
 
 
-def plot(runs, path, smooth=0.9):
+def plot(runs, path, baseline: str, smooth=0.9):
+    """Three panels: val loss minus the baseline's mean (mean +- std over seeds), val loss, EMA train loss."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_val, ax_train) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, (ax_delta, ax_val, ax_train) = plt.subplots(1, 3, figsize=(18, 5))
     colors = {arm: f"C{i}" for i, arm in enumerate(sorted({r.arm for r in runs}))}
+    for arm, (steps, mean, std) in delta_curves(runs, baseline).items():
+        n = len(arms_of(runs)[arm])
+        ax_delta.plot(steps, mean, color=colors[arm], label=f"{arm} (n={n})", marker=".")
+        low, high = [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)]
+        ax_delta.fill_between(steps, low, high, color=colors[arm], alpha=0.2)
+    ax_delta.axhline(0, color="black", linewidth=0.8)
+    ax_delta.set_ylabel(f"val loss - mean of {baseline} (below 0: better)")
     for r in runs:
-        label = f"{r.arm} (seed {r.config.get('seed')})"
+        label = f"{r.arm} (seed {r.seed})"
         steps = sorted(r.evals)
         ax_val.plot(steps, [r.evals[s]["val_loss"] for s in steps], color=colors[r.arm], label=label, marker=".")
         steps = sorted(r.steps)
@@ -156,11 +225,12 @@ def plot(runs, path, smooth=0.9):
             ema = x if ema is None or not math.isfinite(ema) else smooth * ema + (1 - smooth) * x
             curve.append(ema)
         ax_train.plot(steps, curve, color=colors[r.arm], label=label, linewidth=1)
-    for ax, title in ((ax_val, "validation loss"), (ax_train, f"train loss (EMA {smooth})")):
+    titles = (f"val loss vs {baseline}, mean ± std over seeds", "validation loss", f"train loss (EMA {smooth})")
+    for ax, title in zip((ax_delta, ax_val, ax_train), titles):
         ax.set_xlabel("step")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-    ax_val.legend(fontsize=8)
+    ax_delta.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -187,9 +257,10 @@ def run(argv):
         runs = [Run.from_dir(path) for path in paths]
     if not runs:
         raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
-    print("\n".join(table(runs, args.baseline, args.step)))
+    baseline = resolve_baseline(runs, args.baseline)
+    print("\n".join(table(runs, baseline, args.step)))
     if args.png:
-        plot(runs, args.png)
+        plot(runs, args.png, baseline)
         print(f"\ncurves: {args.png}")
 
 

@@ -1,4 +1,6 @@
 import json
+import math
+import statistics
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -74,7 +76,9 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
 
 def test_zeroshot_names_the_task_of_an_item_the_model_cannot_score(run_dir, tmp_path):
     (tmp_path / "unknown.jsonl").write_text(json.dumps({"text": "a b Ωmega"}) + "\n")
-    (tmp_path / "long.jsonl").write_text(json.dumps({"text": "a " + "abcdefghij" * 4}) + "\n")  # ' ' + a 40-char word: 41 ids
+    (tmp_path / "long.jsonl").write_text(
+        json.dumps({"text": "a " + "abcdefghij" * 4}) + "\n"
+    )  # ' ' + a 40-char word: 41 ids
     for name, message in [
         ("unknown", "lambada: an item cannot be encoded with the model's tokenizer: characters ['Ω']"),
         ("long", "lambada: an item's continuation has 41 tokens, more than the model's context of 32"),
@@ -148,6 +152,42 @@ def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| 2.9600 ± 0.0141 | 2 | +1.66% |" in out  # mean(2.97, 2.95) against mean(3.0, 3.02) = 3.01
     assert "WARNING: the runs trained on different batches (first at step 1" in out
+
+
+def test_compare_delta_to_baseline_and_its_interval_from_a_hand_made_log(tmp_path, capsys):
+    stats = pytest.importorskip("scipy.stats")
+    fake_run(tmp_path, "base1", "baseline", 1, {0: 4.0, 10: 3.00}, ["a"])
+    fake_run(tmp_path, "base2", "baseline", 2, {0: 4.0, 10: 3.02}, ["a"])
+    fake_run(tmp_path, "nlq1", "nlq", 1, {0: 4.0, 10: 2.97}, ["a"], "residual_gelu")
+    fake_run(tmp_path, "nlq2", "nlq", 2, {0: 4.0, 10: 2.95}, ["a"], "residual_gelu")
+    runs = [compare.Run.from_dir(tmp_path / n) for n in ("base1", "base2", "nlq1", "nlq2")]
+    # Seeds match, so differences pair by seed: baseline - nlq = 0.03 (seed 1), 0.07 (seed 2).
+    d_mean, d_sd, base_mean = 0.05, math.sqrt(((0.03 - 0.05) ** 2 + (0.07 - 0.05) ** 2) / 1), 3.01
+    half = stats.t.ppf(0.975, 1) * d_sd / math.sqrt(2)
+    gain, (low, high), p, kind = compare.versus_baseline(runs[2:], runs[:2], 10)
+    assert kind == "paired" and gain == pytest.approx(d_mean / base_mean)
+    assert (low, high) == pytest.approx(((d_mean - half) / base_mean, (d_mean + half) / base_mean))
+    assert p == pytest.approx(2 * stats.t.sf(d_mean / (d_sd / math.sqrt(2)), 1))
+    curves = compare.delta_curves(runs, "baseline")
+    steps, mean, std = curves["nlq"]
+    assert steps == [0, 10] and mean == pytest.approx([0.0, -0.05]) and std == pytest.approx([0.0, d_sd])
+    assert curves["baseline"][1] == pytest.approx([0.0, 0.0]) and curves["baseline"][2][1] == pytest.approx(
+        math.sqrt(2) * 0.01
+    )
+    compare.main([str(tmp_path / "*"), f"--png={tmp_path / 'c.png'}"])
+    out = capsys.readouterr().out
+    assert f"| +1.66% | [{low:+.2%}, {high:+.2%}] | {p:.3g} (paired) |" in out
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    fake_run(tmp_path, "nlq3", "nlq", 3, {0: 4.0, 10: 2.99}, ["a"], "residual_gelu")  # seed 3: no partner
+    runs.append(compare.Run.from_dir(tmp_path / "nlq3"))
+    a, b = [2.97, 2.95, 2.99], [3.00, 3.02]
+    va, vb = statistics.variance(a) / 3, statistics.variance(b) / 2
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 1)
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    diff = 3.01 - statistics.mean(a)
+    gain, (low, high), p, kind = compare.versus_baseline(runs[2:], runs[:2], 10)
+    assert kind == "Welch" and (low, high) == pytest.approx(((diff - half) / 3.01, (diff + half) / 3.01))
 
 
 def test_compare_bad_input(tmp_path):

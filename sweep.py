@@ -1,0 +1,180 @@
+"""Every arm x seed of a comparison, resumably, then the comparison itself.
+
+    python sweep.py config/owt_baseline.py config/owt_nlq.py --seeds=1,2,3 \\
+        --launcher="torchrun --standalone --nproc_per_node=8"
+    python sweep.py config/mini_*.py --seeds=1,2,3 --out_root=out-mini     # the CPU miniature
+    python sweep.py config/owt_*.py --gpus=0,1,2,3                         # one single-GPU run per GPU
+    python sweep.py config/owt_*.py --dry_run                              # list what would run
+
+Run (arm, seed) is `LAUNCHER train.py ARM.py --seed=SEED --out_dir=OUT_ROOT/ARM-sSEED --wandb_run_name=ARM
+--init_from=auto [extra --key=value options]`, where ARM is the config file's name without `.py` and the
+prefix every arm's name shares (owt_nlq -> nlq). The data seed stays the config's, so every run sees the
+same batches. A finished run (its metrics hold the evaluation at max_iters) is skipped, an unfinished one
+resumes from its checkpoint, a missing one starts: running the same command again after a crash or a
+preemption is always safe.
+Each run's console goes to OUT_ROOT/ARM-sSEED/train.log. One failing run does not stop the others;
+the summary names it with its last error line. The end is compare.py's table and figure over all
+finished runs, against the first arm given.
+"""
+
+import argparse
+import os
+import queue
+import shlex
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import compare
+from configurator import UserError, cli_main, parse
+from model import GPTConfig
+from rundir import read_metrics
+from train import TrainConfig
+
+ROOT = Path(__file__).resolve().parent
+
+
+@dataclass
+class Run:
+    arm: str
+    seed: int
+    config: str
+    out_dir: Path
+    max_iters: int
+
+    def status(self) -> str:
+        """'finished', 'unfinished' (resumes) or 'missing' (starts)."""
+        metrics = self.out_dir / "metrics.jsonl"
+        if not metrics.exists():
+            return "missing"
+        done = any(r.get("step") == self.max_iters and "val_loss" in r for r in read_metrics(metrics))
+        return "finished" if done and (self.out_dir / "ckpt.pt").exists() else "unfinished"
+
+
+def arm_names(configs) -> list[str]:
+    """Each config file's name without '.py' and without the prefix all of them share up to an '_'
+    (owt_baseline, owt_nlq -> baseline, nlq)."""
+    stems = [Path(c).stem for c in configs]
+    prefix = os.path.commonprefix(stems)
+    prefix = prefix[: prefix.rfind("_") + 1] if len(stems) > 1 else ""
+    return [s[len(prefix) :] for s in stems]
+
+
+def plan(configs, seeds, out_root: Path, extra) -> list[Run]:
+    """Every (arm, seed), with its config checked now: a typo fails before any run starts."""
+    runs = []
+    for config, arm in zip(configs, arm_names(configs)):
+        for seed in seeds:
+            out_dir = out_root / f"{arm}-s{seed}"
+            cfg, _ = parse([config, *extra, f"--seed={seed}", f"--out_dir={out_dir}"], TrainConfig, GPTConfig)
+            runs.append(Run(arm, seed, config, out_dir, cfg.max_iters))
+    return runs
+
+
+def command(run: Run, launcher: str, extra) -> list[str]:
+    return [
+        *shlex.split(launcher),
+        str(ROOT / "train.py"),
+        run.config,
+        *extra,
+        f"--seed={run.seed}",
+        f"--out_dir={run.out_dir}",
+        f"--wandb_run_name={run.arm}",
+        "--init_from=auto",
+    ]
+
+
+def last_error(log: Path) -> str:
+    lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()] if log.exists() else []
+    errors = [x for x in lines if x.startswith("error:")]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+def execute(run: Run, launcher: str, extra, gpu: str | None) -> str | None:
+    """Run one (arm, seed) to its end; None on success, else its last error line."""
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    log = run.out_dir / "train.log"
+    with open(log, "a") as f:
+        code = subprocess.run(command(run, launcher, extra), stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+    return None if code == 0 else last_error(log)
+
+
+def run_all(todo: list[Run], launcher: str, extra, gpus: list[str | None]) -> dict:
+    """Every run in todo, len(gpus) at a time (one per GPU), in order; {run: error line} of the failures."""
+    work, failures, lock = queue.Queue(), {}, threading.Lock()
+    for r in todo:
+        work.put(r)
+
+    def worker(gpu):
+        while True:
+            try:
+                r = work.get_nowait()
+            except queue.Empty:
+                return
+            print(f"start {r.arm} seed {r.seed} ({r.status()})" + (f" on GPU {gpu}" if gpu is not None else ""))
+            error = execute(r, launcher, extra, gpu)
+            with lock:
+                if error:
+                    failures[(r.arm, r.seed)] = error
+                print(f"{'FAILED' if error else 'done'}: {r.arm} seed {r.seed}" + (f": {error}" if error else ""))
+
+    threads = [threading.Thread(target=worker, args=(g,)) for g in gpus]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return failures
+
+
+def run(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("arms", nargs="+", help="config files, one per arm; the first is the baseline")
+    p.add_argument("--seeds", default="1,2,3", help="model seeds, a comma list (the data seed stays fixed)")
+    p.add_argument("--out_root", default="out-sweep", help="each run's out_dir is OUT_ROOT/ARM-sSEED")
+    p.add_argument("--launcher", default=f"{shlex.quote(sys.executable)}", help="e.g. 'torchrun --nproc_per_node=8'")
+    p.add_argument("--gpus", help="a comma list: one run per GPU at a time, through CUDA_VISIBLE_DEVICES")
+    p.add_argument("--png", help="the comparison figure (default: OUT_ROOT/compare.png; '' for none)")
+    p.add_argument("--dry_run", action="store_true", help="list each run and what it would do; run nothing")
+    args, extra = p.parse_known_args(argv)
+    unknown = [x for x in extra if not x.startswith("--") or "=" not in x]
+    if unknown:
+        raise UserError(f"{unknown[0]}: sweep passes only --key=value options on to train.py")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise UserError(f"--seeds={args.seeds}: use a comma list of integers, e.g. 1,2,3") from None
+    out_root = Path(args.out_root)
+    runs = plan(args.arms, seeds, out_root, extra)
+    if len({r.arm for r in runs}) < len(args.arms):
+        raise UserError("two config files give the same arm name: give each arm its own file name")
+    todo = [r for r in runs if r.status() != "finished"]
+    for r in runs:
+        state = r.status()
+        action = {"finished": "skip", "unfinished": "resume", "missing": "start"}[state]
+        print(f"{action:6} {r.arm} seed {r.seed}: {shlex.join(command(r, args.launcher, extra))}")
+    if args.dry_run:
+        return
+    gpus = args.gpus.split(",") if args.gpus else [None]
+    failures = run_all(todo, args.launcher, extra, gpus)
+    finished = [r for r in runs if r.status() == "finished"]
+    print(f"\n{len(finished)} of {len(runs)} runs finished, {len(failures)} failed this time")
+    for (arm, seed), error in failures.items():
+        print(f"  {arm} seed {seed}: {error}")
+    if finished:
+        png = str(out_root / "compare.png") if args.png is None else args.png  # '' : no figure
+        compare.run([*(str(r.out_dir) for r in finished), f"--baseline={runs[0].arm}", f"--png={png}"])
+    if failures:
+        raise UserError(f"{len(failures)} run(s) failed (above): fix them, then run the same command again")
+
+
+def main(argv=None):
+    cli_main(run, argv)
+
+
+if __name__ == "__main__":
+    main()
