@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import tiny_args
 
 import bench
 import bench_data
@@ -67,24 +68,7 @@ def test_a_single_dash_option_is_a_one_line_error():
 
 
 def tiny(char_data, out_dir, **kw):
-    args = dict(
-        dataset=char_data,
-        out_dir=out_dir,
-        n_layer=1,
-        n_head=2,
-        n_embd=16,
-        block_size=16,
-        vocab_size=65,
-        batch_size=2,
-        gradient_accumulation_steps=1,
-        max_iters=4,
-        eval_interval=2,
-        eval_iters=1,
-        device="cpu",
-        compile=False,
-        cpu_peak_flops=1e11,
-    )
-    return [f"--{k}={v}" for k, v in {**args, **kw}.items()]
+    return tiny_args(char_data, out_dir, **{"max_iters": 4, "eval_interval": 2, "lr_decay_iters": 4, **kw})
 
 
 def test_wandb_without_a_login_stops_before_anything_is_written(char_data, tmp_path, monkeypatch):

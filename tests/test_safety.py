@@ -1,7 +1,6 @@
 """Nothing a user types, and nothing the disk or the numbers do, destroys what a run already produced."""
 
 import errno
-import hashlib
 import json
 import os
 import signal
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import error_of, snapshot, tiny_args
 
 import checkpoint
 import compare
@@ -24,44 +24,7 @@ from model import GPT
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tiny_args(data_dir, out_dir, **overrides):
-    args = dict(
-        dataset=data_dir,
-        out_dir=out_dir,
-        n_layer=2,
-        n_head=2,
-        n_embd=32,
-        block_size=32,
-        vocab_size=65,
-        batch_size=4,
-        gradient_accumulation_steps=2,
-        max_iters=8,
-        lr_decay_iters=8,
-        eval_interval=4,
-        eval_iters=2,
-        warmup_iters=2,
-        learning_rate=1e-3,
-        device="cpu",
-        compile=False,
-        cpu_peak_flops=1e11,
-    )
-    args.update(overrides)
-    return [f"--{k}={v}" for k, v in args.items()]
-
-
-def error_of(argv, main=train.main):
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in argv])
-    message = str(e.value.code)
-    assert message.startswith("error: ") and "\n" not in message, message
-    return message
-
-
-def snapshot(directory):
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(directory).iterdir() if p.is_file()}
-
-
-def records(out_dir):
+def logged(out_dir):
     return [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
 
 
@@ -74,7 +37,7 @@ def test_divergence_right_before_an_eval_keeps_the_last_checkpoint(char_data, tm
         logits, loss = real_forward(self, idx, targets, **kw)
         if self.training:
             calls.append(1)
-            if len(calls) == 2 * (7 - 4) + 1:
+            if len(calls) == 4 * (7 - 4) + 1:  # 4 micro-steps per step, from step 4
                 loss = loss * float("nan")
         return logits, loss
 
@@ -85,7 +48,7 @@ def test_divergence_right_before_an_eval_keeps_the_last_checkpoint(char_data, tm
     assert f"{tmp_path / 'ckpt.pt'} (step 4) is the last good checkpoint" in message
     after = snapshot(tmp_path)
     assert after["ckpt.pt"] == saved["ckpt.pt"]
-    assert all(r["step"] <= 4 for r in records(tmp_path) if "val_loss" in r)
+    assert all(r["step"] <= 4 for r in logged(tmp_path) if "val_loss" in r)
 
     monkeypatch.setattr(GPT, "forward", real_forward)
     train.main(tiny_args(char_data, tmp_path, init_from="resume"))  # still resumable
@@ -173,7 +136,7 @@ def test_a_cut_metrics_line_is_dropped_and_a_damaged_one_named(char_data, tmp_pa
     assert cut in capsys.readouterr().err
     train.main(tiny_args(char_data, tmp_path, init_from="resume"))
     assert cut in capsys.readouterr().err
-    assert [r["step"] for r in records(tmp_path) if "loss" in r] == list(range(8))
+    assert [r["step"] for r in logged(tmp_path) if "loss" in r] == list(range(8))
 
     lines = metrics.read_text().splitlines()
     metrics.write_text("\n".join(lines[:3] + ["{oops"] + lines[3:]) + "\n")
@@ -364,7 +327,7 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp
     assert p.returncode == 0, err[-3000:]
     assert out.count("val loss") >= 3  # evals at 0, 6 (first attempt) and 12 (after the restart)
     train.main(tiny_args(char_data, tmp_path / "plain", **common))
-    loss = lambda d: {r["step"]: r["loss"] for r in records(d) if "loss" in r}  # noqa: E731
+    loss = lambda d: {r["step"]: r["loss"] for r in logged(d) if "loss" in r}  # noqa: E731
     elastic, plain = loss(tmp_path / "elastic"), loss(tmp_path / "plain")
     assert sorted(elastic) == sorted(plain) == list(range(12))
     assert [elastic[s] for s in range(12)] == pytest.approx([plain[s] for s in range(12)], abs=1e-5)

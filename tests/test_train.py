@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import error_of, records, tiny_args
 
 import checkpoint
 import train
@@ -23,44 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def data_dir(char_data):
     return char_data
-
-
-def tiny_args(data_dir, out_dir, **overrides):
-    args = dict(
-        dataset=data_dir,
-        out_dir=out_dir,
-        n_layer=2,
-        n_head=2,
-        n_embd=32,
-        block_size=32,
-        vocab_size=65,
-        batch_size=4,
-        gradient_accumulation_steps=4,
-        max_iters=8,
-        lr_decay_iters=8,
-        eval_interval=4,
-        eval_iters=2,
-        warmup_iters=2,
-        learning_rate=1e-3,
-        device="cpu",
-        compile=False,
-        cpu_peak_flops=1e11,
-    )
-    args.update(overrides)
-    return [f"--{k}={v}" for k, v in args.items()]
-
-
-def records(out_dir, key):
-    lines = (Path(out_dir) / "metrics.jsonl").read_text().splitlines()
-    return {r["step"]: r for r in map(json.loads, lines) if key in r}
-
-
-def error_of(argv):
-    with pytest.raises(SystemExit) as e:
-        train.main([str(a) for a in argv])
-    message = str(e.value.code)
-    assert message.startswith("error: ") and "\n" not in message
-    return message
 
 
 def sha(path):

@@ -1,0 +1,55 @@
+"""Small helpers the training tests share: a tiny run's command line, its records, its one-line errors."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import train
+
+
+def tiny_args(data_dir, out_dir, **overrides):
+    """train.py options of a 2-layer, 32-wide character model: 8 steps of 4 x 4 rows, evaluated every 4."""
+    args = dict(
+        dataset=data_dir,
+        out_dir=out_dir,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        block_size=32,
+        vocab_size=65,
+        batch_size=4,
+        gradient_accumulation_steps=4,
+        max_iters=8,
+        lr_decay_iters=8,
+        eval_interval=4,
+        eval_iters=2,
+        warmup_iters=2,
+        learning_rate=1e-3,
+        device="cpu",
+        compile=False,
+        cpu_peak_flops=1e11,
+    )
+    args.update(overrides)
+    return [f"--{k}={v}" for k, v in args.items()]
+
+
+def records(out_dir, key):
+    """{step: record} of the records of metrics.jsonl that have key."""
+    lines = (Path(out_dir) / "metrics.jsonl").read_text().splitlines()
+    return {r["step"]: r for r in map(json.loads, lines) if key in r}
+
+
+def error_of(argv, main=train.main):
+    """The one-line error a script ends with."""
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in argv])
+    message = str(e.value.code)
+    assert message.startswith("error: ") and "\n" not in message, message
+    return message
+
+
+def snapshot(directory):
+    """{file name: sha256} of the files of a directory."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(directory).iterdir() if p.is_file()}
