@@ -1,7 +1,11 @@
-"""Small helpers the training tests share: a tiny run's command line, its records, its one-line errors."""
+"""Helpers the training tests share: a tiny run's command line, its records, its one-line errors, torchrun."""
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +57,29 @@ def error_of(argv, main=train.main):
 def snapshot(directory):
     """{file name: sha256} of the files of a directory."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(directory).iterdir() if p.is_file()}
+
+
+def torchrun(script, args, timeout, *launcher_flags):
+    """(stdout, stderr) of `torchrun --standalone --nproc_per_node=2 FLAGS script ARGS` on CPU, which must
+    succeed. A hang kills the launcher's session and the workers (torchrun starts them in sessions of
+    their own), then fails the test with the output so far."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *launcher_flags]
+    p = subprocess.Popen(
+        [*cmd, str(script), *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        subprocess.run(["pkill", "-9", "-f", str(script)])
+        out, err = p.communicate()
+        pytest.fail(f"the 2-process job did not finish in {timeout} s; its output ends:\n{(out + err)[-3000:]}")
+    assert p.returncode == 0, err[-3000:]
+    return out, err

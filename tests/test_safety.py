@@ -2,7 +2,6 @@
 
 import errno
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import error_of, snapshot, tiny_args
+from helpers import error_of, snapshot, tiny_args, torchrun
 
 import checkpoint
 import compare
@@ -307,24 +306,7 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp
         """)
     )
     common = dict(max_iters=12, lr_decay_iters=12, eval_interval=6, init_from="auto")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--max-restarts=1"]
-    p = subprocess.Popen(
-        cmd + [str(wrapper), *tiny_args(char_data, tmp_path / "elastic", **common)],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        out, err = p.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        subprocess.run(["pkill", "-9", "-f", str(wrapper)])  # torchrun's workers live in sessions of their own
-        out, err = p.communicate()
-        pytest.fail(f"the elastic job did not finish in 300 s; its output ends:\n{(out + err)[-3000:]}")
-    assert p.returncode == 0, err[-3000:]
+    out, _ = torchrun(wrapper, tiny_args(char_data, tmp_path / "elastic", **common), 300, "--max-restarts=1")
     assert out.count("val loss") >= 3  # evals at 0, 6 (first attempt) and 12 (after the restart)
     train.main(tiny_args(char_data, tmp_path / "plain", **common))
     loss = lambda d: {r["step"]: r["loss"] for r in logged(d) if "loss" in r}  # noqa: E731

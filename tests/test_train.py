@@ -1,6 +1,5 @@
 import hashlib
 import json
-import os
 import random
 import signal
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, records, tiny_args
+from helpers import error_of, records, tiny_args, torchrun
 
 import checkpoint
 import train
@@ -72,23 +71,7 @@ def test_every_query_mode_sees_the_same_batches(data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py")]
-    # Its own session, so that a hang kills every rank, not just the launcher (whose children hold the pipes).
-    p = subprocess.Popen(
-        cmd + tiny_args(data_dir, tmp_path / "ddp", max_iters=4),
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        _, err = p.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        pytest.fail("the 2-process run did not finish in 240 s")
-    assert p.returncode == 0, err[-3000:]
+    torchrun(ROOT / "train.py", tiny_args(data_dir, tmp_path / "ddp", max_iters=4), 240)
     train.main(tiny_args(data_dir, tmp_path / "one", max_iters=4))
     ddp, one = records(tmp_path / "ddp", "loss"), records(tmp_path / "one", "loss")
     assert [r["fingerprint"] for r in ddp.values()] == [r["fingerprint"] for r in one.values()]
