@@ -6,6 +6,8 @@ only *.tmp files behind, never a train.bin or val.bin that looks finished.
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -47,9 +49,12 @@ def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dic
     try:
         for name, chunks in splits.items():
             tmps[name] = tmp = temp_path(out_dir / f"{name}.bin")
-            n, top = 0, -1
+            n, top, shown = 0, -1, time.monotonic()
             with open(tmp, "wb") as f:
                 for chunk in chunks:
+                    if time.monotonic() - shown > 5:  # a long corpus: a line every few seconds
+                        print(f"{name}: {n:,} tokens written", file=sys.stderr)
+                        shown = time.monotonic()
                     chunk = np.asarray(chunk)
                     if chunk.size:
                         if chunk.min() < 0 or chunk.max() >= vocab:
