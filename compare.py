@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from atomic import atomic_write_text
 from configurator import UserError, cli_main
 from model import GPT, GPTConfig
 from rundir import read_metrics
@@ -244,9 +245,11 @@ def run(argv):
     p.add_argument("--baseline", help="the arm to compare against (default: 'baseline', else 'linear')")
     p.add_argument("--step", type=int, help="evaluation step to compare (default: the last common one)")
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
+    p.add_argument("--md", help="also write the table to this markdown file")
     args = p.parse_args(argv)
-    if args.png and not os.access(Path(args.png).resolve().parent, os.W_OK):
-        raise CompareError(f"--png {args.png}: its directory does not exist or is not writable")
+    for option, path in (("--png", args.png), ("--md", args.md)):
+        if path and not os.access(Path(path).resolve().parent, os.W_OK):
+            raise CompareError(f"{option} {path}: its directory does not exist or is not writable")
     if args.wandb:
         import wandb
 
@@ -258,7 +261,11 @@ def run(argv):
     if not runs:
         raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
     baseline = resolve_baseline(runs, args.baseline)
-    print("\n".join(table(runs, baseline, args.step)))
+    lines = table(runs, baseline, args.step)
+    print("\n".join(lines))
+    if args.md:
+        atomic_write_text(args.md, "\n".join(lines) + "\n")
+        print(f"\ntable: {args.md}")
     if args.png:
         plot(runs, args.png, baseline)
         print(f"\ncurves: {args.png}")

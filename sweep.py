@@ -139,6 +139,7 @@ def run(argv):
     p.add_argument("--launcher", default=f"{shlex.quote(sys.executable)}", help="e.g. 'torchrun --nproc_per_node=8'")
     p.add_argument("--gpus", help="a comma list: one run per GPU at a time, through CUDA_VISIBLE_DEVICES")
     p.add_argument("--png", help="the comparison figure (default: OUT_ROOT/compare.png; '' for none)")
+    p.add_argument("--md", help="also write the comparison table to this markdown file")
     p.add_argument("--dry_run", action="store_true", help="list each run and what it would do; run nothing")
     args, extra = p.parse_known_args(argv)
     unknown = [x for x in extra if not x.startswith("--") or "=" not in x]
@@ -167,7 +168,8 @@ def run(argv):
         print(f"  {arm} seed {seed}: {error}")
     if finished:
         png = str(out_root / "compare.png") if args.png is None else args.png  # '' : no figure
-        compare.run([*(str(r.out_dir) for r in finished), f"--baseline={runs[0].arm}", f"--png={png}"])
+        md = [f"--md={args.md}"] if args.md else []
+        compare.run([*(str(r.out_dir) for r in finished), f"--baseline={runs[0].arm}", f"--png={png}", *md])
     if failures:
         raise UserError(f"{len(failures)} run(s) failed (above): fix them, then run the same command again")
 

@@ -174,9 +174,10 @@ def test_compare_delta_to_baseline_and_its_interval_from_a_hand_made_log(tmp_pat
     assert curves["baseline"][1] == pytest.approx([0.0, 0.0]) and curves["baseline"][2][1] == pytest.approx(
         math.sqrt(2) * 0.01
     )
-    compare.main([str(tmp_path / "*"), f"--png={tmp_path / 'c.png'}"])
+    compare.main([str(tmp_path / "*"), f"--png={tmp_path / 'c.png'}", f"--md={tmp_path / 't.md'}"])
     out = capsys.readouterr().out
     assert f"| +1.66% | [{low:+.2%}, {high:+.2%}] | {p:.3g} (paired) |" in out
+    assert (tmp_path / "t.md").read_text().splitlines()[4] in out  # the table, as printed
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     fake_run(tmp_path, "nlq3", "nlq", 3, {0: 4.0, 10: 2.99}, ["a"], "residual_gelu")  # seed 3: no partner
