@@ -206,13 +206,22 @@ def plot(runs, path, baseline: str, smooth=0.9):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_delta, ax_val, ax_train) = plt.subplots(1, 3, figsize=(18, 5))
+    fig, (ax_delta, ax_val, ax_train) = plt.subplots(1, 3, figsize=(20, 5.5), width_ratios=(2, 1, 1))
     colors = {arm: f"C{i}" for i, arm in enumerate(sorted({r.arm for r in runs}))}
+    arms, late, ends = arms_of(runs), [], []
     for arm, (steps, mean, std) in delta_curves(runs, baseline).items():
-        n = len(arms_of(runs)[arm])
-        ax_delta.plot(steps, mean, color=colors[arm], label=f"{arm} (n={n})", marker=".")
+        ax_delta.plot(steps, mean, color=colors[arm], label=f"{arm} (n={len(arms[arm])})", marker=".")
         low, high = [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)]
         ax_delta.fill_between(steps, low, high, color=colors[arm], alpha=0.2)
+        late += [v for st, lo, hi in zip(steps, low, high) if st >= 0.6 * steps[-1] for v in (lo, hi)]
+        ends.append((mean[-1], arm, -mean[-1] / statistics.mean(by_seed(arms[baseline], steps[-1]))))
+    # The last 40 % of training sets the scale, so a 1 % effect fills the panel (early transients may leave it).
+    pad = 0.3 * (max(late) - min(late)) or 1e-3
+    ax_delta.set_ylim(min(late) - pad, max(late) + pad)
+    gap, y_label = 0.05 * (max(late) - min(late) + 2 * pad), -math.inf
+    for y, arm, gain in sorted(ends):  # the table's improvement at the end of each curve, labels kept apart
+        y_label = max(y, y_label + gap)
+        ax_delta.annotate(f" {arm} {gain:+.2%}", (steps[-1], y_label), color=colors[arm], fontsize=8, va="center")
     ax_delta.axhline(0, color="black", linewidth=0.8)
     ax_delta.set_ylabel(f"val loss - mean of {baseline} (below 0: better)")
     for r in runs:
@@ -226,12 +235,16 @@ def plot(runs, path, baseline: str, smooth=0.9):
             ema = x if ema is None or not math.isfinite(ema) else smooth * ema + (1 - smooth) * x
             curve.append(ema)
         ax_train.plot(steps, curve, color=colors[r.arm], label=label, linewidth=1)
-    titles = (f"val loss vs {baseline}, mean ± std over seeds", "validation loss", f"train loss (EMA {smooth})")
+    titles = (
+        f"val loss minus {baseline}'s mean, mean ± std over seeds; at the end: improvement",
+        "validation loss",
+        f"train loss (EMA {smooth})",
+    )
     for ax, title in zip((ax_delta, ax_val, ax_train), titles):
         ax.set_xlabel("step")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-    ax_delta.legend(fontsize=8)
+    ax_delta.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -256,7 +269,8 @@ def run(argv):
         found = wandb.Api().runs(args.wandb, filters={"group": args.group} if args.group else {})
         runs = [Run.from_wandb(r) for r in found]
     else:
-        paths = sorted({Path(m) for pattern in args.runs for m in (glob.glob(pattern) or [pattern])})
+        # A pattern keeps the directories it matches (a sweep's out_root also holds its compare.png).
+        paths = sorted({Path(m) for p in args.runs for m in ([g for g in glob.glob(p) if Path(g).is_dir()] or [p])})
         runs = [Run.from_dir(path) for path in paths]
     if not runs:
         raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
