@@ -24,9 +24,12 @@ class DataError(UserError):
     """A dataset problem."""
 
 
-def prepare_command(data_dir: Path) -> str:
+def prepare_command(data_dir: Path, force: bool = False) -> str:
+    """How to (re)make a dataset: its own prepare.py if it has one, else any script that writes it."""
     script = Path(data_dir) / "prepare.py"
-    return f"python {script}" if script.exists() else f"a prepare script that writes {data_dir}/meta.json"
+    if script.exists():
+        return f"`python {script}{' --force' if force else ''}`"
+    return f"the prepare script that {'wrote' if force else 'writes'} {data_dir}{' (with --force)' if force else ''}"
 
 
 def refuse_overwrite(out_dir, force: bool) -> None:
@@ -82,9 +85,9 @@ def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dic
 def load_meta(data_dir) -> dict:
     """meta.json, with every field the loader needs checked."""
     path = Path(data_dir) / "meta.json"
-    redo = f"rerun `{prepare_command(data_dir)} --force`"
+    redo = f"rerun {prepare_command(data_dir, force=True)}"
     if not path.exists():
-        raise DataError(f"{path} not found: run `{prepare_command(data_dir)}` first")
+        raise DataError(f"{path} not found: run {prepare_command(data_dir)} first")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -109,19 +112,19 @@ def open_split(data_dir, split: str, min_tokens: int = 0) -> np.ndarray:
     meta = load_meta(data_dir)
     path = Path(data_dir) / f"{split}.bin"
     if not path.exists():
-        raise DataError(f"{path} not found: run `{prepare_command(data_dir)}` first")
+        raise DataError(f"{path} not found: run {prepare_command(data_dir)} first")
     dtype = np.dtype(meta["dtype"])
     size = path.stat().st_size
     if size == 0 or size % dtype.itemsize:
         raise DataError(
             f"{path} has {size} bytes, not a whole number (> 0) of {meta['dtype']} tokens: "
-            f"the file is damaged, rerun `{prepare_command(data_dir)} --force`"
+            f"the file is damaged, rerun {prepare_command(data_dir, force=True)}"
         )
     tokens = np.memmap(path, dtype=dtype, mode="r")
     if len(tokens) != meta["tokens"][split]:
         raise DataError(
             f"{path} holds {len(tokens)} tokens but meta.json says {meta['tokens'][split]}: "
-            f"the file is damaged, rerun `{prepare_command(data_dir)} --force`"
+            f"the file is damaged, rerun {prepare_command(data_dir, force=True)}"
         )
     if len(tokens) < min_tokens:
         raise DataError(
@@ -147,5 +150,5 @@ def check_token_ids(data_dir, meta: dict, splits: dict) -> None:
         if top >= meta["vocab_size"]:
             raise DataError(
                 f"{Path(data_dir) / name}.bin holds token id {top}, but meta.json says vocab_size="
-                f"{meta['vocab_size']}: the dataset is inconsistent, rerun `{prepare_command(data_dir)} --force`"
+                f"{meta['vocab_size']}: the dataset is inconsistent, rerun {prepare_command(data_dir, force=True)}"
             )

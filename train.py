@@ -267,7 +267,8 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, run: RunDir):
         ckpt = checkpoint.load(run.checkpoint, required=required)
         mismatched = resume_mismatches(ckpt, cfg, model_cfg, run.checkpoint)
         if mismatched:
-            hint = "" if cfg.allow_schedule_change else " (a schedule change needs --allow_schedule_change=True)"
+            schedule_changed = any(m.startswith(tuple(SCHEDULE)) for m in mismatched)
+            hint = " (a schedule change needs --allow_schedule_change=True)" if schedule_changed else ""
             raise ConfigError(f"cannot resume {run.checkpoint} with a different setup: {'; '.join(mismatched)}{hint}")
         return checkpoint.model_from(ckpt, run.checkpoint, dropout=model_cfg.dropout), ckpt, ckpt["origin"]
     if GPT.is_pretrained_source(mode):
