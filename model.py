@@ -317,12 +317,14 @@ class Block(nn.Module):
         if self.preproj is not None:
             h = self.preproj(h)
         a = self.attn(h, rotary, cache, layer)
-        if self.skip is not None:
-            a = a + self.skip(h)
         if self.parallel_residual:
-            return x + a + self.mlp(self.ln_2(x))
-        x = x + a
-        return x + self.mlp(self.ln_2(x))
+            out = x + a + self.mlp(self.ln_2(x))
+        else:
+            x = x + a
+            out = x + self.mlp(self.ln_2(x))
+        # The content skip joins the block's output after the MLP, as arXiv 2604.10791's official code adds
+        # it: in a sequential block ln_2 and the MLP never see it.
+        return out + self.skip(h) if self.skip is not None else out
 
 
 class GPT(nn.Module):

@@ -65,7 +65,15 @@ def rows(task: str, path: str | None = None, split: str | None = None, option: s
         yield row
 
 
-def items(task: str, path: str | None = None, split: str | None = None):
+PROTOCOLS = ("paper", "standard")
+# arXiv 2604.10791's official code scores ARC-Easy's validation split (the hub default here is its test split).
+PAPER_SPLITS = {"arc_easy": "validation"}
+
+
+def items(task: str, path: str | None = None, split: str | None = None, protocol: str = "paper"):
+    """A task's items. ARC-Easy's context is the bare question under the paper's protocol (its official code
+    scores question + " " + choice), "Question: ...\nAnswer:" under the standard one."""
+    split = split or (PAPER_SPLITS.get(task) if protocol == "paper" else None)
     for row in rows(task, path, split):
         if task in ("lambada", "wikitext"):
             yield {"text": row["text"]}
@@ -73,11 +81,24 @@ def items(task: str, path: str | None = None, split: str | None = None):
             yield {"context": row["ctx"], "endings": [" " + e for e in row["endings"]], "label": int(row["label"])}
         else:
             labels = list(row["choices"]["label"])
+            context = row["question"] if protocol == "paper" else f"Question: {row['question']}\nAnswer:"
             yield {
-                "context": f"Question: {row['question']}\nAnswer:",
+                "context": context,
                 "endings": [" " + t for t in row["choices"]["text"]],
                 "label": labels.index(row["answerKey"]),
             }
+
+
+def wikitext_paper_rows(n_rows: int, min_chars: int, path: str | None = None) -> list[str]:
+    """The official code's WikiText selection: among the first n_rows rows of the validation split (blank rows
+    included), those of at least min_chars characters once stripped, as raw (unstripped) text."""
+    out = []
+    for i, row in enumerate(rows("wikitext", path, "validation")):
+        if i == n_rows:
+            break
+        if len(row["text"].strip()) >= min_chars:
+            out.append(row["text"])
+    return out
 
 
 def wikitext_lines(split: str, min_chars: int, limit: int | None = None, path: str | None = None, option=None):

@@ -1,14 +1,18 @@
-"""Zero-shot evaluation with arXiv 2604.10791's protocol: LAMBADA, HellaSwag, ARC-Easy and WikiText-103
+"""Zero-shot evaluation as arXiv 2604.10791 computes it: LAMBADA, HellaSwag, ARC-Easy and WikiText-103
 perplexity, for a checkpoint of this project (any variant) or imported GPT-2 / Pythia weights.
 
     python zeroshot.py --out_dir=out-probe-pythia160m                   # the run's checkpoint, 500 items per task
     python zeroshot.py --init_from=EleutherAI/pythia-160m --tasks=lambada,wikitext
     python zeroshot.py --out_dir=out-probe-gpt2 --lambada_file=lambada.jsonl --limit=None   # local data
 
-LAMBADA: greedy decoding must reproduce every token of the last word. HellaSwag / ARC-Easy: the ending
-with the highest log-likelihood (acc) and with the highest log-likelihood per character (acc_norm).
-WikiText: the first 300 validation lines of >= 50 characters and >= 10 tokens, each cut to 512 tokens;
-ppl is exp of the mean per-line loss (the paper's), ppl_tokens exp of the per-token mean.
+--protocol=paper (the default) follows the paper's official code (07_benchmarks.py / 09_skip_benchmark.py):
+  LAMBADA    greedy decoding must reproduce every token of the last word
+  HellaSwag  validation, ctx + " " + ending; the ending of highest mean log-prob per token
+  ARC-Easy   validation split, question + " " + choice; highest mean log-prob per token
+  WikiText   the first 300 rows of validation (blank rows included) with >= 50 characters stripped, raw
+             text, >= 10 tokens, cut to 512; ppl = exp(mean per-row loss) (also ppl_tokens, per token)
+--protocol=standard: HellaSwag and ARC-Easy acc (sum of log-probs) and acc_norm (per character), ARC-Easy's
+test split with a "Question: ...\nAnswer:" prompt, WikiText's first 300 stripped lines that qualify.
 """
 
 import json
@@ -36,9 +40,10 @@ TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 class EvalConfig:
     init_from: str = "resume"  # 'resume' (out_dir/ckpt.pt), a GPT-2 or Pythia name, or a local HF directory
     out_dir: str = "out"  # the run to evaluate, with init_from=resume
+    protocol: str = "paper"  # 'paper': as arXiv 2604.10791's official code; 'standard': acc / acc_norm (module doc)
     tasks: tuple[str, ...] = TASKS  # a comma list of lambada, hellaswag, arc_easy, wikitext
     limit: int | None = 500  # items per task but wikitext (the paper used 500); None: all
-    wikitext_lines: int = 300  # wikitext's count of lines (its limit)
+    wikitext_lines: int = 300  # paper: wikitext rows read (blank ones included); standard: qualifying lines
     wikitext_min_chars: int = 50  # wikitext lines shorter than this are skipped
     wikitext_min_tokens: int = 10  # wikitext lines of fewer tokens are skipped
     ppl_len: int = 512  # wikitext lines are cut to this many tokens
@@ -52,6 +57,8 @@ class EvalConfig:
     out: str | None = None  # results JSON; None: out_dir/eval.json for a checkpoint, else ./eval.json
 
     def __post_init__(self):
+        if self.protocol not in taskdata.PROTOCOLS:
+            raise ValueError(f"protocol={self.protocol!r} is invalid: use {' or '.join(taskdata.PROTOCOLS)}")
         unknown = [t for t in self.tasks if t not in TASKS]
         if unknown or not self.tasks:
             raise ValueError(f"tasks={self.tasks} is invalid: choose among {', '.join(TASKS)}")
@@ -102,15 +109,26 @@ def lambada(model, encode, items, batch_size):
     return {"acc": sum(hits) / len(hits), "n": len(hits)}
 
 
-def multiple_choice(model, encode, items, batch_size):
+def argmax(scores) -> int:
+    """The index of the highest score; the first on a tie."""
+    return max(range(len(scores)), key=scores.__getitem__)
+
+
+def multiple_choice(model, encode, items, batch_size, protocol="paper"):
+    """paper: acc of the ending with the highest mean log-prob per token. standard: acc by the sum of
+    log-probs, acc_norm by log-prob per character."""
     requests = [(encode(item["context"]), encode(e)) for item in items for e in item["endings"]]
     scores = iter(loglikelihoods(model, requests, batch_size))
+    lengths = iter(len(ids) for _, ids in requests)
     acc = acc_norm = 0
     for item in items:
         lps = [next(scores)[0] for _ in item["endings"]]
+        per_token = [lp / next(lengths) for lp in lps]
         per_char = [lp / len(e) for lp, e in zip(lps, item["endings"])]
-        acc += max(range(len(lps)), key=lps.__getitem__) == item["label"]
-        acc_norm += max(range(len(lps)), key=per_char.__getitem__) == item["label"]
+        acc += argmax(per_token if protocol == "paper" else lps) == item["label"]
+        acc_norm += argmax(per_char) == item["label"]
+    if protocol == "paper":
+        return {"acc": acc / len(items), "n": len(items)}
     return {"acc": acc / len(items), "acc_norm": acc_norm / len(items), "n": len(items)}
 
 
@@ -132,25 +150,27 @@ def run_task(task, model, encode, cfg: EvalConfig):
 def score_task(task, model, encode, cfg: EvalConfig):
     path = getattr(cfg, f"{task}_file")
     if task == "wikitext":
-        lines = [
-            t
-            for t in taskdata.wikitext_lines("validation", cfg.wikitext_min_chars, None, path)
-            if len(encode(t)) >= cfg.wikitext_min_tokens
-        ][: cfg.wikitext_lines]
+        if cfg.protocol == "paper":
+            candidates = taskdata.wikitext_paper_rows(cfg.wikitext_lines, cfg.wikitext_min_chars, path)
+        else:
+            candidates = taskdata.wikitext_lines("validation", cfg.wikitext_min_chars, None, path)
+        lines = [t for t in candidates if len(encode(t)) >= cfg.wikitext_min_tokens]
+        lines = lines if cfg.protocol == "paper" else lines[: cfg.wikitext_lines]
         if not lines:
             raise DataError(
                 f"no WikiText line has >= {cfg.wikitext_min_chars} characters and >= {cfg.wikitext_min_tokens} tokens"
             )
         return perplexity(model, encode, lines, cfg.ppl_len, cfg.batch_size)
     items = []
-    for item in taskdata.items(task, path):
+    for item in taskdata.items(task, path, protocol=cfg.protocol):
         items.append(item)
         if len(items) == cfg.limit:
             break
     if not items:
         raise DataError(f"{task}: no items in {path or taskdata.HUB[task][0]}")
-    scorer = lambada if task == "lambada" else multiple_choice
-    return scorer(model, encode, items, cfg.batch_size)
+    if task == "lambada":
+        return lambada(model, encode, items, cfg.batch_size)
+    return multiple_choice(model, encode, items, cfg.batch_size, cfg.protocol)
 
 
 def checked_encoder(meta: dict, vocab: int):
@@ -196,7 +216,7 @@ def run(argv):
             scores = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results[task].items())
             print(f"{task}: {scores}")
             # after each task: a failure in a later one keeps the scores already computed
-            record = {"init_from": cfg.init_from, "out_dir": cfg.out_dir, "results": results}
+            record = {"init_from": cfg.init_from, "out_dir": cfg.out_dir, "protocol": cfg.protocol, "results": results}
             atomic_write_text(out, json.dumps(record, indent=1) + "\n")
     print(f"results: {out}")
 

@@ -278,9 +278,19 @@ def test_preprojection_and_content_skip_wiring():
         x = torch.randn(2, 9, 32)
         h = block.ln_1(x)
         xt = h + block.preproj.down(F.silu(block.preproj.up(h)))
-        out = x + block.attn(xt) + block.skip(xt)
-        out = out + block.mlp(block.ln_2(out))
+        # arXiv 2604.10791's official code, sequential block: the skip joins the block's output after the MLP,
+        # so ln_2 and the MLP see x + attn(x~) only.
+        mid = x + block.attn(xt)
+        out = mid + block.mlp(block.ln_2(mid)) + block.skip(xt)
         torch.testing.assert_close(block(x), out)
+
+    parallel = tiny(preproj=True, content_skip=True, parallel_residual=True).transformer.h[0]
+    with torch.no_grad():  # GPT-NeoX's parallel block: every branch reads x and adds to it
+        parallel.skip.weight.normal_(0, 0.1)
+        h = parallel.ln_1(x)
+        xt = h + parallel.preproj.down(F.silu(parallel.preproj.up(h)))
+        out = x + parallel.attn(xt) + parallel.mlp(parallel.ln_2(x)) + parallel.skip(xt)
+        torch.testing.assert_close(parallel(x), out)
 
 
 @pytest.mark.parametrize("kw", [dict(preproj=True, content_skip=True), dict(lora_rank=4)])

@@ -11,6 +11,7 @@ import torch
 
 import analyze_skip
 import checkpoint
+import taskdata
 import train
 import zeroshot
 from configurator import parse
@@ -166,7 +167,7 @@ def test_scoring_on_items_with_known_answers():
         # one bad step (-20) against three in 14 characters (-60, but -4.3 per character)
         {"context": "mno", "endings": ["a", "pqrstuvwxyzaaa"], "label": 1},
     ]
-    result = zeroshot.multiple_choice(model, encode_chars, items, batch_size=3)
+    result = zeroshot.multiple_choice(model, encode_chars, items, batch_size=3, protocol="standard")
     assert result == {"acc": 0.5, "acc_norm": 0.75, "n": 4}
     lines = ["the quick brown fox", "jumps over the lazy dog and a long tail " * 3]
     ppl = zeroshot.perplexity(Successor(uniform=True), encode_chars, lines, max_len=20, batch_size=2)
@@ -174,6 +175,40 @@ def test_scoring_on_items_with_known_answers():
     # 'abcdef' follows the successor rule: one bad step in 5 costs ~20 nats, averaged per line vs per token.
     ppl = zeroshot.perplexity(model, encode_chars, ["abcdef", "abcdxf"], max_len=20, batch_size=2)
     assert math.log(ppl["ppl"]) == pytest.approx((0 + 40 / 5) / 2, rel=1e-3)
+
+
+def test_the_papers_rule_is_mean_log_prob_per_token_not_sum_nor_per_character():
+    """'_' makes no token here, so characters and tokens differ. After 'z' the successor model expects ' a b
+    c ...'; every unexpected character costs about 20 nats. Ending 0: ' x' plus ten silent '_' (2 tokens,
+    -20: -10 per token, -1.7 per character); ending 1: ' abx' (4 tokens, -20: -5 per token and character).
+    The sums tie (the first wins), per character picks 0, per token (the paper) picks 1."""
+    encode = lambda s: encode_chars(s.replace("_", ""))  # noqa: E731
+    items = [{"context": "z", "endings": [" x" + "_" * 10, " abx"], "label": 1}]
+    paper = zeroshot.multiple_choice(Successor(), encode, items, batch_size=2, protocol="paper")
+    standard = zeroshot.multiple_choice(Successor(), encode, items, batch_size=2, protocol="standard")
+    assert paper == {"acc": 1.0, "n": 1}
+    assert standard == {"acc": 0.0, "acc_norm": 0.0, "n": 1}
+
+
+def test_the_papers_arc_and_wikitext_selection(tmp_path, monkeypatch):
+    row = {"question": "What is 2+2?", "choices": {"text": ["4", "5"], "label": ["A", "B"]}, "answerKey": "A"}
+    (tmp_path / "arc.jsonl").write_text(json.dumps(row) + "\n")
+    (paper,) = taskdata.items("arc_easy", str(tmp_path / "arc.jsonl"), protocol="paper")
+    (standard,) = taskdata.items("arc_easy", str(tmp_path / "arc.jsonl"), protocol="standard")
+    assert paper["context"] + paper["endings"][0] == "What is 2+2? 4"  # question + " " + choice
+    assert standard["context"] == "Question: What is 2+2?\nAnswer:"
+    datasets = pytest.importorskip("datasets")
+    splits = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: splits.append(split) or [row])
+    list(taskdata.items("arc_easy", protocol="paper")), list(taskdata.items("arc_easy", protocol="standard"))
+    assert splits == ["validation", "test"]  # the paper's code scores the validation split
+
+    texts = ["", " = Title = \n", " " + "a" * 60 + " \n", "", " short\n", "b" * 70 + "\n", " " + "c" * 80 + "\n"]
+    (tmp_path / "wiki.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    path = str(tmp_path / "wiki.jsonl")
+    # paper: rows among the first 6 (blank ones counted), raw; standard: the first 2 qualifying lines, stripped
+    assert taskdata.wikitext_paper_rows(6, 50, path) == [" " + "a" * 60 + " \n", "b" * 70 + "\n"]
+    assert taskdata.wikitext_lines("validation", 50, 3, path) == ["a" * 60, "b" * 70, "c" * 80]
 
 
 def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
@@ -198,9 +233,15 @@ def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
         (tmp_path / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         args.append(f"--{task}_file={tmp_path / f'{task}.jsonl'}")
     zeroshot.main(args)
-    results = json.loads((tmp_path / "eval.json").read_text())["results"]
+    written = json.loads((tmp_path / "eval.json").read_text())
+    assert written["protocol"] == "paper"
+    results = written["results"]
     assert results["lambada"]["n"] == 2 and results["hellaswag"]["n"] == 1 and results["wikitext"]["n"] == 1
-    assert results["wikitext"]["ppl"] > 1 and 0 <= results["arc_easy"]["acc_norm"] <= 1
+    assert results["wikitext"]["ppl"] > 1 and 0 <= results["arc_easy"]["acc"] <= 1
+    assert "acc_norm" not in results["hellaswag"]  # the paper's code reports one accuracy
+    zeroshot.main([*args, "--protocol=standard", "--tasks=hellaswag"])
+    written = json.loads((tmp_path / "eval.json").read_text())
+    assert written["protocol"] == "standard" and {"acc", "acc_norm"} <= set(written["results"]["hellaswag"])
 
     (tmp_path / "bad.jsonl").write_text(json.dumps({"sentence": "x"}) + "\n")
     (tmp_path / "cut.jsonl").write_text('{"text": "a b"}\n{"text": \n{"text": "c d"}\n')

@@ -1,5 +1,6 @@
 import hashlib
 import json
+import math
 import random
 import signal
 import subprocess
@@ -298,3 +299,11 @@ def test_wandb_offline_logging(data_dir, tmp_path, monkeypatch):
 def test_clean_state_dict_strips_nested_wrapper_prefixes():
     state = {"module._orig_mod.lm_head.weight": 1, "_orig_mod.module.transformer.wte.weight": 2, "ln_f.weight": 3}
     assert checkpoint.clean_state_dict(state) == {"lm_head.weight": 1, "transformer.wte.weight": 2, "ln_f.weight": 3}
+
+
+def test_the_official_identity_arm_plans_a_600k_cosine():
+    cfg, model_cfg = parse([str(ROOT / "config/owt_identity_official.py")], train.TrainConfig, GPTConfig)
+    assert not model_cfg.tie_embeddings and model_cfg.query_mode == "identity" and cfg.max_iters == 60_000
+    ratio = (60_000 - 2_000) / (600_000 - 2_000)  # warmup 2000, peak 6e-4, floor 6e-5
+    expected = 6e-5 + 0.5 * (1 + math.cos(math.pi * ratio)) * (6e-4 - 6e-5)
+    assert train.lr_at(60_000, cfg) == pytest.approx(expected) and round(expected, 5) == 5.9e-4
