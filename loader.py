@@ -13,7 +13,7 @@ import torch
 
 # Spawn keys of numpy SeedSequences derived from the data seed: independent streams per use.
 TRAIN_KEY, VAL_KEY, TRAIN_EVAL_KEY, EPOCH_KEY = 0, 1, 2, 3
-SAMPLINGS = ("random", "permutation")
+SAMPLINGS = ("random", "permutation", "lines")
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:
@@ -27,22 +27,46 @@ def windows(tokens: np.ndarray, offsets: np.ndarray, block_size: int):
     return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
 
 
+def line_rows(tokens: np.ndarray, spans: np.ndarray, block_size: int, pad: int):
+    """One line per row: inputs and next-token targets of each [start, end) span, cut to block_size tokens
+    and padded to block_size; padded targets are -1, which the loss ignores."""
+    x = torch.full((len(spans), block_size), pad, dtype=torch.int64)
+    y = torch.full((len(spans), block_size), -1, dtype=torch.int64)
+    for i, (start, end) in enumerate(spans):
+        line = torch.from_numpy(np.asarray(tokens[start : min(end, start + block_size)], dtype=np.int64))
+        x[i, : len(line) - 1], y[i, : len(line) - 1] = line[:-1], line[1:]
+    return x, y
+
+
 def fixed_offsets(n_tokens: int, block_size: int, count: int, seed: int, key: int) -> np.ndarray:
     """count window offsets drawn once from the seed: the same set at every evaluation and for every model."""
     return _rng(seed, key).integers(0, n_tokens - block_size, size=count)
 
 
 class TrainBatches:
-    """The training windows of every step. sampling='random' draws offsets uniformly (the paper's
-    method); 'permutation' visits non-overlapping windows in a fresh random order each epoch."""
+    """The training rows of every step. sampling='random' draws window offsets uniformly (arXiv 2603.13381's
+    method); 'permutation' visits non-overlapping windows in a fresh random order each epoch; 'lines' makes
+    each row one line of the dataset (the tokens between two eos ids), padded, the lines in a fresh random
+    order each epoch (arXiv 2604.10791's probe training)."""
 
-    def __init__(self, tokens, block_size: int, batch_size: int, grad_accum: int, seed: int, sampling: str = "random"):
+    def __init__(
+        self, tokens, block_size: int, batch_size: int, grad_accum: int, seed: int, sampling="random", eos=None
+    ):
         if sampling not in SAMPLINGS:
             raise ValueError(f"sampling={sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
-        self.grad_accum, self.seed, self.sampling = grad_accum, seed, sampling
+        self.grad_accum, self.seed, self.sampling, self.eos = grad_accum, seed, sampling, eos
         self.rows = batch_size * grad_accum
         self.n_windows = (len(tokens) - 1) // block_size
+        if sampling == "lines":
+            if eos is None:
+                raise ValueError("sampling='lines' needs the dataset's eos id ('eos' in meta.json)")
+            ends = np.flatnonzero(np.asarray(tokens) == eos)
+            starts = np.concatenate(([0], ends[:-1] + 1))
+            self.lines = np.stack([starts, ends], axis=1)[ends - starts >= 2]  # >= 2 tokens: one prediction
+            if not len(self.lines):
+                raise ValueError(f"sampling='lines' found no line of 2 or more tokens ended by eos={eos}")
+            self.n_windows = len(self.lines)
         self._perms = {}
         self._last = (None, None)  # (step, offsets)
 
@@ -67,15 +91,23 @@ class TrainBatches:
         out = np.empty(self.rows, dtype=np.int64)
         for e in np.unique(epoch):
             sel = epoch == e
-            out[sel] = self._permutation(int(e))[index[sel]] * self.block_size
-        return out
+            out[sel] = self._permutation(int(e))[index[sel]]
+        return out if self.sampling == "lines" else out * self.block_size  # line numbers, or window offsets
 
     def get(self, step: int, micro: int, rank: int = 0, world_size: int = 1):
         local_accum = self.grad_accum // world_size
         start = (rank * local_accum + micro) * self.batch_size
-        return windows(self.tokens, self.offsets(step)[start : start + self.batch_size], self.block_size)
+        chosen = self.offsets(step)[start : start + self.batch_size]
+        if self.sampling == "lines":
+            return line_rows(self.tokens, self.lines[chosen], self.block_size, self.eos)
+        return windows(self.tokens, chosen, self.block_size)
 
     def fingerprint(self, step: int) -> str:
         """A short hash of the token ids of step's whole global batch, for logs that prove identical data."""
-        idx = self.offsets(step)[:, None] + np.arange(self.block_size + 1)
-        return hashlib.blake2b(np.ascontiguousarray(self.tokens[idx]).tobytes(), digest_size=8).hexdigest()
+        if self.sampling == "lines":
+            x, y = line_rows(self.tokens, self.lines[self.offsets(step)], self.block_size, self.eos)
+            data = torch.cat([x, y], dim=1).numpy().tobytes()
+        else:
+            idx = self.offsets(step)[:, None] + np.arange(self.block_size + 1)
+            data = np.ascontiguousarray(self.tokens[idx]).tobytes()
+        return hashlib.blake2b(data, digest_size=8).hexdigest()

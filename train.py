@@ -74,7 +74,7 @@ class TrainConfig:
     # data
     dataset: str = "openwebtext"  # data/<dataset>, or a directory holding train.bin/val.bin/meta.json
     data_seed: int = 1337  # batch order and evaluation windows; keep it fixed across arms
-    sampling: str = "random"  # 'random' windows (the paper) or 'permutation' (without replacement)
+    sampling: str = "random"  # 'random' windows (the paper), 'permutation' (no replacement), 'lines' (one per row)
     batch_size: int = 12  # rows per micro-step per process
     gradient_accumulation_steps: int = 40  # micro-steps per optimizer step, summed over all processes
     seed: int = 1337  # model init and dropout; vary it for multi-seed error bars
@@ -93,6 +93,7 @@ class TrainConfig:
     device: str = "auto"  # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
     compile: bool = True  # torch.compile the model
+    param_dtype: str = "float32"  # 'bfloat16': parameters and AdamW state in bf16 (the probe paper's code)
     backend: str | None = None  # torchrun's process-group backend; None: nccl on GPUs, gloo on CPUs
     cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured at start
 
@@ -107,6 +108,8 @@ class TrainConfig:
             raise ValueError(f"learning_rate={self.learning_rate} is invalid: it must be > 0")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling={self.sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
+        if self.param_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"param_dtype={self.param_dtype!r} is invalid: use float32 or bfloat16")
         if self.grad_clip < 0:
             raise ValueError(f"grad_clip={self.grad_clip} is invalid: use a positive norm, or 0 for no clipping")
 
@@ -195,13 +198,21 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
     train = open_split(path, "train", min_tokens=block_size + 1)
     val = open_split(path, "val", min_tokens=block_size + 1)
     check_token_ids(path, meta, {"train": train, "val": val})
+    eos = meta.get("eos")
+    if cfg.sampling == "lines" and eos is None:
+        raise ConfigError(f"sampling='lines' needs the dataset's eos id: {path}/meta.json has no 'eos'")
     n_eval = cfg.eval_iters * cfg.batch_size
+    accum = cfg.gradient_accumulation_steps
+    try:
+        batches = TrainBatches(train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos)
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e}") from None
     return Data(
         path,
         meta,
         train,
         val,
-        TrainBatches(train, block_size, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.data_seed, cfg.sampling),
+        batches,
         fixed_offsets(len(val), block_size, n_eval, cfg.data_seed, VAL_KEY),
         fixed_offsets(len(train), block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY),
     )
@@ -357,7 +368,7 @@ class Trainer:
 
     def __init__(self, cfg, model_cfg, d: Dist, data: Data, model: GPT, ckpt, origin, run: RunDir, wandb):
         self.cfg, self.d, self.data, self.run, self.wandb = cfg, d, data, run, wandb
-        self.raw_model, self.origin = model.to(d.device), origin
+        self.raw_model, self.origin = model.to(d.device, getattr(torch, cfg.param_dtype)), origin
         self.model_cfg = model.config
         self.block_size = model_cfg.block_size
         self.dtype = resolve_dtype(cfg.dtype, d.device_type)

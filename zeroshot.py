@@ -5,14 +5,16 @@ perplexity, for a checkpoint of this project (any variant) or imported GPT-2 / P
     python zeroshot.py --init_from=EleutherAI/pythia-160m --tasks=lambada,wikitext
     python zeroshot.py --out_dir=out-probe-gpt2 --lambada_file=lambada.jsonl --limit=None   # local data
 
---protocol=paper (the default) follows the paper's official code (07_benchmarks.py / 09_skip_benchmark.py):
+The paper protocol (protocol=paper, the default) follows its official code (07_benchmarks.py and
+09_skip_benchmark.py):
   LAMBADA    greedy decoding must reproduce every token of the last word
   HellaSwag  validation, ctx + " " + ending; the ending of highest mean log-prob per token
   ARC-Easy   validation split, question + " " + choice; highest mean log-prob per token
   WikiText   the first 300 rows of validation (blank rows included) with >= 50 characters stripped, raw
              text, >= 10 tokens, cut to 512; ppl = exp(mean per-row loss) (also ppl_tokens, per token)
---protocol=standard: HellaSwag and ARC-Easy acc (sum of log-probs) and acc_norm (per character), ARC-Easy's
-test split with a "Question: ...\nAnswer:" prompt, WikiText's first 300 stripped lines that qualify.
+The standard protocol (protocol=standard): HellaSwag and ARC-Easy acc (sum of log-probs) and acc_norm
+(per character), ARC-Easy's test split with a "Question: ...\nAnswer:" prompt, and WikiText's first 300
+stripped lines that qualify.
 """
 
 import json

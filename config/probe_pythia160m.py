@@ -20,6 +20,11 @@ learning_rate = 1e-5
 min_lr = 0.0
 weight_decay = 0.0
 grad_clip = 1.0
+beta2 = 0.999  # the official code's AdamW betas (0.9, 0.999)
+sampling = "lines"  # one WikiText line per row, padded to block_size, padding ignored in the loss (official)
+# The official code holds the model and Adam state in bf16: --param_dtype=bfloat16. Kept fp32 here on purpose:
+# in bf16 most of the 1e-5 updates to the pre-projection round away (README, "Where the probe differs").
+param_dtype = "float32"
 eval_interval = 100
 eval_iters = 10
 log_interval = 10

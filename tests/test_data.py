@@ -279,7 +279,7 @@ def test_eval_data_from_the_hub_uses_the_named_dataset(monkeypatch):
         return [{"question": "2+2?", "choices": {"text": ["3", "4"], "label": ["A", "B"]}, "answerKey": "B"}]
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    (item,) = taskdata.items("arc_easy")
+    (item,) = taskdata.items("arc_easy", protocol="standard")
     assert asked == [("allenai/ai2_arc", "ARC-Easy", "test")]
     assert item == {"context": "Question: 2+2?\nAnswer:", "endings": [" 3", " 4"], "label": 1}
 
@@ -311,3 +311,26 @@ def test_wikitext_prepare_with_a_transformers_tokenizer(tmp_path):
     assert open_split(tmp_path / "out", "train").tolist() == enc.encode_ordinary("x" * 60) + [
         EOT
     ] + enc.encode_ordinary("y" * 70) + [EOT]
+
+
+def test_lines_sampling_gives_one_padded_line_per_row_and_each_line_once_per_epoch():
+    eos = 0
+    tokens = np.array([1, 2, 3, eos, 4, 5, eos, 6, eos, 7, 8, 9, 10, 11, eos], dtype=np.uint16)
+    batches = TrainBatches(tokens, block_size=4, batch_size=1, grad_accum=3, seed=5, sampling="lines", eos=eos)
+    # lines: [1 2 3], [4 5], [7 8 9 10 11] cut to 4 tokens; the one-token line [6] gives no prediction
+    expected = {
+        1: ([1, 2, eos, eos], [2, 3, -1, -1]),
+        4: ([4, eos, eos, eos], [5, -1, -1, -1]),
+        7: ([7, 8, 9, eos], [8, 9, 10, -1]),
+    }
+    for step in range(4):
+        rows = [batches.get(step, m) for m in range(3)]
+        firsts = sorted(int(x[0, 0]) for x, _ in rows)
+        assert firsts == [1, 4, 7]  # each line exactly once in each epoch (3 rows a step = one epoch)
+        for x, y in rows:
+            assert (x[0].tolist(), y[0].tolist()) == expected[int(x[0, 0])]
+    orders = [[int(batches.get(s, m)[0][0, 0]) for m in range(3)] for s in range(4)]
+    assert len({tuple(o) for o in orders}) > 1  # a fresh order each epoch
+    assert batches.fingerprint(0) == batches.fingerprint(0) and batches.fingerprint(0) != batches.fingerprint(1)
+    with pytest.raises(ValueError, match="needs the dataset's eos id"):
+        TrainBatches(tokens, 4, 1, 3, seed=5, sampling="lines")

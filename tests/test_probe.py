@@ -177,6 +177,31 @@ def test_scoring_on_items_with_known_answers():
     assert math.log(ppl["ppl"]) == pytest.approx((0 + 40 / 5) / 2, rel=1e-3)
 
 
+def test_probe_recipe_lines_and_bf16_parameters(tmp_path):
+    """The official probe's data (one line per row, padding ignored) and precision (bf16 parameters and
+    Adam state): the run trains, saves bf16 weights, and resumes."""
+    g = torch.Generator().manual_seed(0)
+    lines = [torch.randint(1, 80, (int(n),), generator=g).tolist() + [0] for n in torch.randint(5, 40, (200,))]
+    flat = [t for line in lines for t in line]
+    cut = 3 * len(flat) // 4
+    meta = {"tokenizer": "gpt2", "vocab_size": 80, "eos": 0}
+    write_dataset(tmp_path / "d", {"train": [flat[:cut]], "val": [flat[cut:]]}, meta)
+    args = [
+        f"--dataset={tmp_path / 'd'}", "--sampling=lines", "--param_dtype=bfloat16", "--n_layer=2", "--n_head=2",
+        "--n_embd=32", "--block_size=32", "--vocab_size=80", "--batch_size=4", "--gradient_accumulation_steps=1",
+        "--max_iters=6", "--lr_decay_iters=6", "--eval_interval=3", "--eval_iters=1", "--device=cpu",
+        "--compile=False", "--cpu_peak_flops=1e11", f"--out_dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    train.main([*args[:-1], "--max_iters=3", args[-1]])
+    ckpt = checkpoint.load(tmp_path / "run" / "ckpt.pt")
+    assert all(v.dtype == torch.bfloat16 for k, v in ckpt["model"].items() if v.is_floating_point())
+    train.main([*args, "--init_from=resume"])
+    losses = [
+        json.loads(x)["loss"] for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if '"loss"' in x
+    ]
+    assert len(losses) == 6 and all(math.isfinite(v) for v in losses)
+
+
 def test_the_papers_rule_is_mean_log_prob_per_token_not_sum_nor_per_character():
     """'_' makes no token here, so characters and tokens differ. After 'z' the successor model expects ' a b
     c ...'; every unexpected character costs about 20 nats. Ending 0: ' x' plus ten silent '_' (2 tokens,
