@@ -4,6 +4,7 @@ perplexity, for a checkpoint of this project (any variant) or imported GPT-2 / P
     python zeroshot.py --out_dir=out-probe-pythia160m                   # the run's checkpoint, 500 items per task
     python zeroshot.py --init_from=EleutherAI/pythia-160m --tasks=lambada,wikitext
     python zeroshot.py --out_dir=out-probe-gpt2 --lambada_file=lambada.jsonl --limit=None   # local data
+    python zeroshot.py --out_dir=out-probe-pythia160m --harness=lambada_openai,hellaswag   # lm-evaluation-harness
 
 The paper protocol (protocol=paper, the default) follows its official code (07_benchmarks.py and
 09_skip_benchmark.py):
@@ -44,6 +45,8 @@ class EvalConfig:
     out_dir: str = "out"  # the run to evaluate, with init_from=resume
     protocol: str = "paper"  # 'paper': as arXiv 2604.10791's official code; 'standard': acc / acc_norm (module doc)
     tasks: tuple[str, ...] = TASKS  # a comma list of lambada, hellaswag, arc_easy, wikitext
+    harness: tuple[str, ...] = ()  # lm-evaluation-harness tasks to run instead (harness.py), e.g. lambada_openai
+    harness_include: str | None = None  # a directory of harness task YAMLs (local tasks) for --harness
     limit: int | None = 500  # items per task but wikitext (the paper used 500); None: all
     wikitext_lines: int = 300  # paper: wikitext rows read (blank ones included); standard: qualifying lines
     wikitext_min_chars: int = 50  # wikitext lines shorter than this are skipped
@@ -209,6 +212,8 @@ def run(argv):
     dtype = resolve_dtype(cfg.dtype, device.split(":")[0])
     model, meta = load_for_inference(cfg.init_from, cfg.out_dir)
     model.eval().to(device)
+    if cfg.harness:
+        return run_harness(cfg, model, meta, device, dtype, out)
     encode = checked_encoder(meta, model.config.vocab_size)
     results = {}
     with autocast(device, dtype):
@@ -220,6 +225,36 @@ def run(argv):
             # after each task: a failure in a later one keeps the scores already computed
             record = {"init_from": cfg.init_from, "out_dir": cfg.out_dir, "protocol": cfg.protocol, "results": results}
             atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+    print(f"results: {out}")
+
+
+def run_harness(cfg: EvalConfig, model, meta, device, dtype, out: Path):
+    """The lm-evaluation-harness tasks in cfg.harness on the model; --limit applies to each."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    import harness
+
+    lm = harness.ProjectLM(model, meta, batch_size=cfg.batch_size, device=device)
+    tasks = TaskManager(include_path=cfg.harness_include) if cfg.harness_include else TaskManager()
+    unknown = [t for t in cfg.harness if t not in tasks.all_tasks]
+    if unknown:
+        raise ConfigError(f"harness task(s) {unknown} unknown: name lm-eval tasks, or add --harness_include=DIR")
+    print(f"lm-evaluation-harness: {', '.join(cfg.harness)} ...", flush=True)
+    with autocast(device, dtype):
+        evaluation = lm_eval.simple_evaluate(model=lm, tasks=list(cfg.harness), limit=cfg.limit, task_manager=tasks)
+    results = {
+        task: {k: v for k, v in r.items() if isinstance(v, (int, float))} for task, r in evaluation["results"].items()
+    }
+    for task, r in results.items():
+        print(f"{task}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items()))
+    record = {
+        "init_from": cfg.init_from,
+        "out_dir": cfg.out_dir,
+        "protocol": "lm-evaluation-harness",
+        "results": results,
+    }
+    atomic_write_text(out, json.dumps(record, indent=1) + "\n")
     print(f"results: {out}")
 
 

@@ -4,13 +4,17 @@ import hashlib
 import json
 import os
 import signal
+import string
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 import train
+from tokenizer import codec
 
 
 def tiny_args(data_dir, out_dir, **overrides):
@@ -83,3 +87,34 @@ def torchrun(script, args, timeout, *launcher_flags):
         pytest.fail(f"the 2-process job did not finish in {timeout} s; its output ends:\n{(out + err)[-3000:]}")
     assert p.returncode == 0, err[-3000:]
     return out, err
+
+
+class Successor(torch.nn.Module):
+    """A bigram model over characters that predicts each letter's successor (z -> space -> a) with
+    probability near 1, or, uniform=True, every character equally: answers known by construction."""
+
+    chars = " " + string.ascii_lowercase
+    meta = {"tokenizer": "char", "chars": chars}
+
+    def __init__(self, uniform=False):
+        super().__init__()
+        n = len(self.chars)
+        table = torch.zeros(n, n) if uniform else torch.full((n, n), -20.0)
+        if not uniform:
+            for i in range(n):
+                table[i, (i + 1) % n] = 0.0
+        self.table = torch.nn.Parameter(table)
+        self.config = SimpleNamespace(block_size=16)
+
+    def forward(self, idx):
+        return self.table[idx], None
+
+    def generate(self, idx, max_new_tokens, temperature=0.0, vocab_limit=None):
+        """Greedy: each new character is the successor of the last."""
+        for _ in range(max_new_tokens):
+            idx = torch.cat([idx, self.table[idx[:, -1:]].argmax(-1)], dim=1)
+        return idx
+
+
+def encode_chars(text):
+    return codec(Successor.meta)[0](text)

@@ -1,13 +1,12 @@
 import json
 import math
-import string
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import Successor, encode_chars
 
 import analyze_skip
 import checkpoint
@@ -17,7 +16,7 @@ import zeroshot
 from configurator import parse
 from dataset import open_split, write_dataset
 from model import GPT, GPTConfig
-from tokenizer import EOT, codec, gpt2_encoding
+from tokenizer import EOT, gpt2_encoding
 
 transformers = pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,30 +129,6 @@ def test_every_config_file_parses_and_builds(path):
             assert GPT(model_cfg).num_params() > 0
     else:  # a probe: its pretrained shape comes from the weights, the config sets what is added
         assert cfg.freeze_pretrained and (model_cfg.preproj or model_cfg.content_skip or model_cfg.lora_rank)
-
-
-class Successor(torch.nn.Module):
-    """A bigram model over characters that predicts each letter's successor (z -> space -> a) with
-    probability near 1, or, uniform=True, every character equally: answers known by construction."""
-
-    chars = " " + string.ascii_lowercase
-
-    def __init__(self, uniform=False):
-        super().__init__()
-        n = len(self.chars)
-        table = torch.zeros(n, n) if uniform else torch.full((n, n), -20.0)
-        if not uniform:
-            for i in range(n):
-                table[i, (i + 1) % n] = 0.0
-        self.table = torch.nn.Parameter(table)
-        self.config = SimpleNamespace(block_size=16)
-
-    def forward(self, idx):
-        return self.table[idx], None
-
-
-def encode_chars(text):
-    return codec({"tokenizer": "char", "chars": Successor.chars})[0](text)
 
 
 def test_scoring_on_items_with_known_answers():
