@@ -339,3 +339,17 @@ def test_pretrained_import_with_a_probe_keeps_the_base_model(tmp_path):
         torch.testing.assert_close(probe(idx)[0], plain(idx)[0])  # B = 0 and W_skip = 0: the same function
     base = {n: p for n, p in probe.named_parameters() if not GPT.is_added(n)}
     assert all(torch.equal(p, dict(plain.named_parameters())[n]) for n, p in base.items())
+
+
+@pytest.mark.parametrize("name,hidden", [("433", 3328), ("450", 3456), ("4625", 3552), ("500", 3840), ("350", 2688)])
+def test_mlp_width_ablation_arms_have_the_official_widths(name, hidden):
+    from pathlib import Path
+
+    import train
+    from configurator import parse
+
+    root = Path(__file__).resolve().parents[1]
+    _, model_cfg = parse([str(root / f"config/owt_mlp{name}.py")], train.TrainConfig, GPTConfig)
+    assert model_cfg.query_mode == "linear" and model_cfg.mlp_hidden == hidden
+    with torch.device("meta"):
+        assert GPT(model_cfg).num_params() == expected_non_embedding_params(768, 12, hidden, "linear")
