@@ -122,13 +122,15 @@ def run(cfg: DataBenchConfig):
 def report_lines(argv):
     (cfg,) = parse(argv, DataBenchConfig, doc=__doc__, prog="bench_data.py")
     report = run(cfg)
-    print("| corpus | tokens | prepare tok/s | prepare peak RSS | plain loop tok/s | plain loop peak RSS |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| corpus | tokens | prepare tok/s | plain loop tok/s | prepare / plain | prepare peak RSS | plain peak RSS |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for s in report["sizes"]:
         print(
             f"| {s['corpus_mb']:.1f} MiB | {s['tokens']:,} | {s['prepare_tokens_per_s']:,.0f} "
-            f"| {s['prepare_peak_rss_mib']:.0f} MiB | {s['plain_tokens_per_s']:,.0f} "
-            f"| {s['plain_peak_rss_mib']:.0f} MiB |"
+            f"| {s['plain_tokens_per_s']:,.0f} | {s['prepare_tokens_per_s'] / s['plain_tokens_per_s']:.2f}x "
+            f"| {s['prepare_peak_rss_mib']:.0f} MiB | {s['plain_peak_rss_mib']:.0f} MiB |"
         )
     print(
         f"\nloader: {report['loader_ms_per_batch']:.3f} ms per batch of {cfg.batch_size} x {cfg.block_size}; "

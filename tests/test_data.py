@@ -133,7 +133,7 @@ def test_prepare_local_jsonl_is_exactly_tiktoken_plus_eot(tmp_path):
         "--out_dir",
         out,
         "--num_proc",
-        1,
+        2,
         "--val_size",
         0.1,
     )
@@ -149,6 +149,16 @@ def test_prepare_local_jsonl_is_exactly_tiktoken_plus_eot(tmp_path):
         got.update(tuple(tokens[a + 1 : b + 1]) for a, b in zip([-1] + ends[:-1], ends))
     assert got == expected
     assert n_docs == {"train": 36, "val": 4}
+    # Byte for byte: each split's documents in the split's own order (the held-out draw with seed 2357),
+    # each encode_ordinary + EOT, whatever the number of worker processes.
+    datasets = pytest.importorskip("datasets")
+    spec = importlib.util.spec_from_file_location("owt_prepare", ROOT / "data" / "openwebtext" / "prepare.py")
+    owt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(owt)
+    parts = owt.split(datasets.load_dataset("json", data_files=str(src)), val_size=0.1, seed=2357)
+    for split, part in parts.items():
+        reference = [t for d in part["body"] for t in enc.encode_ordinary(d) + [EOT]]
+        assert open_split(out, split).tolist() == reference
     assert load_meta(out)["vocab_size"] == 50257
 
     again = run("data/openwebtext/prepare.py", "--dataset", src, "--text_field", "body", "--out_dir", out)
