@@ -110,14 +110,14 @@ class Wandb:
     """The run's wandb logging, or nothing when wandb_log is off. A missing login is found before training."""
 
     def __init__(self, enabled: bool):
-        self.run = None
+        self.run = self.wandb = None
         if enabled:
             import wandb
 
             self.wandb = wandb
 
     def start(self, cfg, resolved: dict, run_id: str) -> None:
-        if not hasattr(self, "wandb"):
+        if self.wandb is None:
             return
         offline = os.environ.get("WANDB_MODE") in ("offline", "disabled")
         if not offline and not self.wandb.login(prompt=False):

@@ -104,19 +104,20 @@ def execute(run: Run, launcher: str, extra, gpu: str | None) -> str | None:
     return None if code == 0 else last_error(log)
 
 
-def run_all(todo: list[Run], launcher: str, extra, gpus: list[str | None]) -> dict:
-    """Every run in todo, len(gpus) at a time (one per GPU), in order; {run: error line} of the failures."""
+def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None]) -> dict:
+    """Every (run, its state) in todo, len(gpus) at a time (one per GPU), in order; {run: error line} of
+    the failures."""
     work, failures, lock = queue.Queue(), {}, threading.Lock()
-    for r in todo:
-        work.put(r)
+    for item in todo:
+        work.put(item)
 
     def worker(gpu):
         while True:
             try:
-                r = work.get_nowait()
+                r, state = work.get_nowait()
             except queue.Empty:
                 return
-            print(f"start {r.arm} seed {r.seed} ({r.status()})" + (f" on GPU {gpu}" if gpu is not None else ""))
+            print(f"start {r.arm} seed {r.seed} ({state})" + (f" on GPU {gpu}" if gpu is not None else ""))
             error = execute(r, launcher, extra, gpu)
             with lock:
                 if error:
@@ -153,9 +154,9 @@ def run(argv):
     runs = plan(args.arms, seeds, out_root, extra)
     if len({r.arm for r in runs}) < len(args.arms):
         raise UserError("two config files give the same arm name: give each arm its own file name")
-    todo = [r for r in runs if r.status() != "finished"]
-    for r in runs:
-        state = r.status()
+    states = [r.status() for r in runs]  # read once here; again only after the runs end
+    todo = [(r, state) for r, state in zip(runs, states) if state != "finished"]
+    for r, state in zip(runs, states):
         action = {"finished": "skip", "unfinished": "resume", "missing": "start"}[state]
         print(f"{action:6} {r.arm} seed {r.seed}: {shlex.join(command(r, args.launcher, extra))}")
     if args.dry_run:
