@@ -30,10 +30,13 @@ def run(argv):
     args = p.parse_args(argv)
     if args.png and not os.access(Path(args.png).resolve().parent, os.W_OK):
         raise UserError(f"--png {args.png}: its directory does not exist or is not writable")
-    ckpt = checkpoint.load(Path(args.out_dir) / "ckpt.pt")
-    norms = skip_norms(checkpoint.clean_state_dict(ckpt["model"]))
+    path = checkpoint.latest(args.out_dir)
+    if path is None:
+        raise UserError(f"{args.out_dir} holds no checkpoint: check --out_dir")
+    model, ckpt = checkpoint.load_model(path)
+    norms = skip_norms(model.state_dict())
     if not norms:
-        raise UserError(f"{args.out_dir}/ckpt.pt has no content skip: train with content_skip=True")
+        raise UserError(f"{path} has no content skip: train with content_skip=True")
     print("| layer | ‖W_skip‖_F |\n|---|---|")
     for i, n in enumerate(norms):
         print(f"| {i} | {n:.4f} |")

@@ -1,15 +1,29 @@
-"""Checkpoints: written atomically (atomic.py), read with torch.load(weights_only=True); and the one path
-from a checkpoint, or pretrained weights, to a model ready for inference (sample.py, evaluation, bench).
+"""Checkpoints, in two formats, and the one path from a checkpoint, or pretrained weights, to a model ready
+for inference (sample.py, evaluation, bench).
+
+- A single file, out_dir/ckpt.pt (one process or DDP): written atomically (atomic.py) by rank 0, read with
+  torch.load(weights_only=True).
+- Sharded (FSDP): out_dir/ckpt-sharded/step_NNNNNN/, written by every rank with torch.distributed.checkpoint
+  (DCP) into step_NNNNNN.partial, which rank 0 completes with run.pt (everything but the tensors of the
+  model and optimizer), renames, and then names in ckpt-sharded/latest.json (atomically). A kill at any
+  moment leaves latest.json naming a complete checkpoint. DCP reshards on load, so any number of
+  processes, sharded or not, resumes it; export.py turns it into the single file.
+
+Either format resumes either kind of run; latest() picks the newer when both exist.
 """
 
+import json
+import os
+import shutil
 from pathlib import Path
 
 import torch
 
-from atomic import atomic_write
+from atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
 from configurator import ConfigError, UserError
 
 PREFIXES = ("_orig_mod.", "module.")  # torch.compile and DDP wrappers
+CHECKPOINT, SHARDED, LATEST, RUN = "ckpt.pt", "ckpt-sharded", "latest.json", "run.pt"
 
 
 class CheckpointError(UserError):
@@ -32,7 +46,12 @@ def save(obj: dict, path) -> None:
 
 
 def load(path, required=("model", "model_args")) -> dict:
+    """A checkpoint as a dict. A sharded one holds its run.pt and, under "sharded", its directory: the
+    model's and optimizer's tensors stay on disk until model_from / restore_optimizer read them."""
     path = Path(path)
+    if path.is_dir():
+        ckpt = load(path / RUN, [k for k in required if k not in ("model", "optimizer")])
+        return {**ckpt, "sharded": str(path)}
     if not path.is_file():
         raise CheckpointError(f"{path} not found: no run has saved a checkpoint there (check out_dir, or train first)")
     try:
@@ -76,21 +95,131 @@ def model_config(ckpt: dict, path, **overrides):
 
 
 def model_from(ckpt: dict, path, **overrides):
-    """The GPT a checkpoint describes, with its weights."""
+    """The GPT a checkpoint describes, with its weights (read from the shards, whole, if sharded)."""
     from model import GPT
 
     model = GPT(model_config(ckpt, path, **overrides))
     try:
-        model.load_state_dict(clean_state_dict(ckpt["model"]))
+        if "sharded" in ckpt:
+            state = model.state_dict()
+            _dcp_load({"model": state}, ckpt["sharded"])
+            model.load_state_dict(state)
+        else:
+            model.load_state_dict(clean_state_dict(ckpt["model"]))
     except RuntimeError as e:
         raise _mismatch(path, e) from None
     return model
 
 
 def load_model(path):
-    """(GPT, checkpoint dict) from a training checkpoint."""
+    """(GPT, checkpoint dict) from a training checkpoint (a file or a sharded directory)."""
     ckpt = load(path)
     return model_from(ckpt, path), ckpt
+
+
+# ---- sharded checkpoints ----------------------------------------------------------------------------
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _master() -> bool:
+    return not _distributed() or torch.distributed.get_rank() == 0
+
+
+def _barrier() -> None:
+    if _distributed():
+        torch.distributed.barrier()
+
+
+def _dcp_load(state: dict, directory) -> None:
+    """Fill state's tensors in place from a DCP directory: by all ranks together when distributed."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.load(state, checkpoint_id=str(directory), no_dist=not _distributed())
+
+
+def sharded_latest(out_dir) -> Path | None:
+    pointer = Path(out_dir) / SHARDED / LATEST
+    if not pointer.is_file():
+        return None
+    try:
+        return pointer.parent / json.loads(pointer.read_text())["dir"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise CheckpointError(f"{pointer} is damaged: delete it and resume from a step directory beside it") from None
+
+
+def latest(out_dir) -> Path | None:
+    """The run's newest checkpoint: ckpt.pt, or the sharded directory latest.json names; when both exist,
+    the one at the later step (the file on a tie: an export of the same state)."""
+    single, sharded = Path(out_dir) / CHECKPOINT, sharded_latest(out_dir)
+    if sharded is None or not single.exists():
+        return sharded or (single if single.exists() else None)
+    step = torch.load(single, map_location="cpu", weights_only=True, mmap=True).get("iter_num", -1)
+    return single if step >= load(sharded, ())["iter_num"] else sharded
+
+
+def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
+    """Collective: every rank writes its shards of the model and optimizer. meta (iter_num, config, ...)
+    goes to run.pt. The previous checkpoint is deleted once this one is named, unless it is to be kept."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    root = Path(out_dir) / SHARDED
+    final = root / f"step_{meta['iter_num']:06d}"
+    partial = final.with_name(final.name + ".partial")
+    previous = sharded_latest(out_dir)
+    if _master():
+        shutil.rmtree(partial, ignore_errors=True)  # left by a kill during an earlier save of this step
+        partial.mkdir(parents=True)
+    _barrier()
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    try:
+        state = {"model": model_state, "optimizer": optimizer_state}
+        dcp.save(state, checkpoint_id=str(partial), no_dist=not _distributed())
+        if _master():
+            atomic_write(partial / RUN, lambda f: torch.save({**meta, "keep": keep}, f))
+            shutil.rmtree(final, ignore_errors=True)  # a stale copy of this step that latest.json never named
+            os.replace(partial, final)
+            fsync_dir(root)
+            atomic_write_text(root / LATEST, json.dumps({"dir": final.name, "step": meta["iter_num"]}) + "\n")
+    except Exception as e:
+        if _master():
+            shutil.rmtree(partial, ignore_errors=True)
+        if isinstance(e, WriteError):
+            raise
+        kept = f"{previous} is kept" if previous else "no earlier checkpoint exists"
+        raise WriteError(f"could not write the sharded checkpoint {final} ({type(e).__name__}: {e}); {kept}") from None
+    if _master() and previous is not None and previous != final and not load(previous, ()).get("keep"):
+        shutil.rmtree(previous, ignore_errors=True)
+    _barrier()
+    return final
+
+
+def restore_optimizer(model, optimizer, ckpt: dict) -> None:
+    """Load a checkpoint's optimizer state into an optimizer over model's parameters, sharded or not."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_optimizer_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    if "sharded" in ckpt:
+        state = get_optimizer_state_dict(model, optimizer)
+        _dcp_load({"optimizer": state}, ckpt["sharded"])
+        set_optimizer_state_dict(model, optimizer, state)
+        return
+    # A single file keys the state by each parameter's position in the optimizer's groups; keyed by name
+    # instead, the same whole state loads into sharded parameters as well (each rank keeps its shard).
+    names = {id(p): n for n, p in model.named_parameters()}
+    order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+    saved = ckpt["optimizer"]
+    by_name = {
+        "state": {order[i]: s for i, s in saved["state"].items()},
+        "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in saved["param_groups"]],
+    }
+    set_optimizer_state_dict(model, optimizer, by_name, options=StateDictOptions(full_state_dict=True))
 
 
 def load_for_inference(init_from: str, out_dir: str):
@@ -101,7 +230,10 @@ def load_for_inference(init_from: str, out_dir: str):
     from tokenizer import pretrained_tokenizer, tokenizer_vocab
 
     if init_from == "resume":
-        model, ckpt = load_model(Path(out_dir) / "ckpt.pt")
+        path = latest(out_dir)
+        if path is None:
+            raise CheckpointError(f"{out_dir} holds no checkpoint ({CHECKPOINT} or {SHARDED}/): check out_dir")
+        model, ckpt = load_model(path)
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
     elif GPT.is_pretrained_source(init_from):
         try:

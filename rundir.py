@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 from atomic import WriteError, atomic_write_text
+from checkpoint import CHECKPOINT, SHARDED
 from configurator import UserError
 
-CHECKPOINT, METRICS, CONFIG, LOCK = "ckpt.pt", "metrics.jsonl", "config.json", "train.lock"
+METRICS, CONFIG, LOCK = "metrics.jsonl", "config.json", "train.lock"
 
 
 def read_metrics(path) -> list[dict]:
@@ -43,14 +44,19 @@ class RunDir:
 
     @property
     def checkpoint(self) -> Path:
+        """The single-file checkpoint (checkpoint.latest finds the newest of either format)."""
         return self.path / CHECKPOINT
 
     @property
     def metrics(self) -> Path:
         return self.path / METRICS
 
+    def held(self) -> list[Path]:
+        """What a new run would erase: checkpoints of either format and metrics.jsonl."""
+        return [p for p in (self.checkpoint, self.path / SHARDED, self.metrics) if p.exists()]
+
     def holds_a_run(self) -> bool:
-        return self.checkpoint.exists() or self.metrics.exists()
+        return bool(self.held())
 
     def lock(self) -> None:
         """Take the out_dir for this process, or raise naming the process that holds it."""

@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import checkpoint
 import compare
 from configurator import UserError, cli_main, parse
 from model import GPTConfig
@@ -50,7 +51,7 @@ class Run:
         if not metrics.exists():
             return "missing"
         done = any(r.get("step") == self.max_iters and "val_loss" in r for r in read_metrics(metrics))
-        return "finished" if done and (self.out_dir / "ckpt.pt").exists() else "unfinished"
+        return "finished" if done and checkpoint.latest(self.out_dir) is not None else "unfinished"
 
 
 def arm_names(configs) -> list[str]:

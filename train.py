@@ -2,7 +2,9 @@
 
     python train.py config/shakespeare_char.py                            # CPU quick start
     python train.py config/owt_nlq.py                                     # one GPU
-    torchrun --standalone --nproc_per_node=8 train.py config/owt_nlq.py   # one node
+    torchrun --standalone --nproc_per_node=8 train.py config/owt_nlq.py   # one node (DDP)
+    torchrun ... train.py config/owt_xl_nlq.py --parallelism=fsdp         # sharded (FSDP2)
+    python train.py config/owt_xl_nlq.py --dry_run=8                      # memory per GPU on 8 GPUs
     torchrun --max-restarts=3 ... --init_from=auto                        # restarts resume by themselves
 
 Settings are the fields of TrainConfig below and of model.GPTConfig, set by config files and
@@ -11,7 +13,8 @@ Settings are the fields of TrainConfig below and of model.GPTConfig, set by conf
 the same data; each logged step records a fingerprint of its global batch to prove it.
 
 The file reads top to bottom as the run does: distributed setup, data, the out_dir and how the run
-starts, the model, the optimizer, then the Trainer's loop of steps, evaluations and saves.
+starts, the model, the optimizer, then the Trainer's loop of steps, evaluations and saves. How the model
+is spread over processes (DDP, FSDP, activation checkpointing) is parallel.py's.
 """
 
 import json
@@ -19,18 +22,18 @@ import math
 import os
 import time
 import uuid
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
+import parallel
 from configurator import ConfigError, UserError, cli_main, parse
 from dataset import check_token_ids, load_meta, open_split
 from hardware import autocast, peak_flops, resolve_device, resolve_dtype
 from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
+from memory import print_estimate
 from model import GPT, PROBE_FIELDS, GPTConfig
 from rundir import RunDir, Wandb
 
@@ -95,6 +98,10 @@ class TrainConfig:
     compile: bool = True  # torch.compile the model
     param_dtype: str = "float32"  # 'bfloat16': parameters and AdamW state in bf16 (the probe paper's code)
     backend: str | None = None  # torchrun's process-group backend; None: nccl on GPUs, gloo on CPUs
+    parallelism: str = "ddp"  # under torchrun: 'ddp' (a whole model per process) or 'fsdp' (sharded, FSDP2)
+    activation_checkpointing: bool = False  # recompute each block's activations in backward: less memory
+    reshard_micro_steps: bool = False  # fsdp: gather parameters anew every micro-step (less memory, more traffic)
+    dry_run: int = 0  # N > 0: print parameters and memory per GPU on N GPUs under DDP and FSDP, then exit
     cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured at start
 
     def __post_init__(self):
@@ -110,6 +117,10 @@ class TrainConfig:
             raise ValueError(f"sampling={self.sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
         if self.param_dtype not in ("float32", "bfloat16"):
             raise ValueError(f"param_dtype={self.param_dtype!r} is invalid: use float32 or bfloat16")
+        if self.parallelism not in parallel.PARALLELISMS:
+            raise ValueError(f"parallelism={self.parallelism!r} is invalid: use ddp or fsdp")
+        if self.dry_run < 0:
+            raise ValueError(f"dry_run={self.dry_run} is invalid: give the number of GPUs to estimate for")
         if self.grad_clip < 0:
             raise ValueError(f"grad_clip={self.grad_clip} is invalid: use a positive norm, or 0 for no clipping")
 
@@ -226,7 +237,7 @@ def start_mode(cfg: TrainConfig, run: RunDir, resolved: dict) -> str:
     would erase a run already in out_dir."""
     mode = cfg.init_from
     if mode == "auto":
-        mode = "resume" if run.checkpoint.exists() else "scratch"
+        mode = "resume" if checkpoint.latest(run.path) is not None else "scratch"
     if cfg.eval_only:
         if mode == "scratch":
             raise ConfigError("eval_only=True needs weights: --init_from=resume (out_dir's checkpoint) or pretrained")
@@ -234,7 +245,7 @@ def start_mode(cfg: TrainConfig, run: RunDir, resolved: dict) -> str:
     if mode != "resume" and run.holds_a_run():
         if cfg.init_from == "auto" and same_run(run, resolved):
             return mode  # this very run, stopped before its first checkpoint: start it again
-        held = " and ".join(p.name for p in (run.checkpoint, run.metrics) if p.exists())
+        held = " and ".join(p.name for p in run.held())
         raise ConfigError(
             f"{run.path} holds a run ({held}): continue it with --init_from=resume, or choose another out_dir"
         )
@@ -274,14 +285,17 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, run: RunDir):
     if mode == "scratch":
         return GPT(model_cfg), None, "scratch"
     if mode == "resume":
+        path = checkpoint.latest(run.path)
+        if path is None:
+            raise ConfigError(f"init_from=resume but {run.path} holds no checkpoint: start with --init_from=scratch")
         required = ("model", "model_args", "config", "optimizer", "iter_num", "origin")
-        ckpt = checkpoint.load(run.checkpoint, required=required)
-        mismatched = resume_mismatches(ckpt, cfg, model_cfg, run.checkpoint)
+        ckpt = checkpoint.load(path, required=required)
+        mismatched = resume_mismatches(ckpt, cfg, model_cfg, path)
         if mismatched:
             schedule_changed = any(m.startswith(tuple(SCHEDULE)) for m in mismatched)
             hint = " (a schedule change needs --allow_schedule_change=True)" if schedule_changed else ""
-            raise ConfigError(f"cannot resume {run.checkpoint} with a different setup: {'; '.join(mismatched)}{hint}")
-        return checkpoint.model_from(ckpt, run.checkpoint, dropout=model_cfg.dropout), ckpt, ckpt["origin"]
+            raise ConfigError(f"cannot resume {path} with a different setup: {'; '.join(mismatched)}{hint}")
+        return checkpoint.model_from(ckpt, path, dropout=model_cfg.dropout), ckpt, ckpt["origin"]
     if GPT.is_pretrained_source(mode):
         try:
             return GPT.from_pretrained(mode, **probe), None, mode
@@ -309,10 +323,15 @@ def check_model(model: GPT, cfg: TrainConfig, model_cfg: GPTConfig, data: Data, 
                 "freeze_pretrained=True needs pretrained weights: set init_from to a GPT-2 or Pythia "
                 "name or a local HF directory"
             )
-        for name, p in model.named_parameters():
-            p.requires_grad = GPT.is_added(name)
+        freeze_pretrained(model)
         if not any(p.requires_grad for p in model.parameters()):
             raise ConfigError("freeze_pretrained=True leaves nothing to train: set preproj, content_skip or lora_rank")
+
+
+def freeze_pretrained(model: GPT) -> None:
+    """The frozen probe: only the parameters added to a pretrained model train."""
+    for name, p in model.named_parameters():
+        p.requires_grad = GPT.is_added(name)
 
 
 # ---- optimizer --------------------------------------------------------------------------------------
@@ -374,23 +393,23 @@ class Trainer:
         self.dtype = resolve_dtype(cfg.dtype, d.device_type)
         self.ctx = autocast(d.device, self.dtype)
         self.scaler = torch.amp.GradScaler(d.device_type, enabled=self.dtype == torch.float16)
+        if cfg.parallelism == "fsdp" and self.dtype == torch.float16:
+            raise ConfigError("parallelism='fsdp' runs bfloat16 or float32, not float16: use --dtype=bfloat16")
         if d.device_type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
+        self.sharded = cfg.parallelism == "fsdp"  # the checkpoint format: sharded even on one process
+        device_ids = [int(os.environ["LOCAL_RANK"])] if d.enabled and d.device_type == "cuda" else None
+        self.model = parallel.wrap(model, cfg, d.enabled, self.dtype, device_ids)
         self.optimizer = make_optimizer(model, cfg, d.device_type)
         self.start, self.last_saved, self.best_val = 0, None, math.inf
         if ckpt is not None:
-            self.optimizer.load_state_dict(ckpt["optimizer"])
+            checkpoint.restore_optimizer(model, self.optimizer, ckpt)
             self.scaler.load_state_dict(ckpt["scaler"])
             self.start = self.last_saved = ckpt["iter_num"]
             self.best_val = ckpt.get("best_val_loss", math.inf)
         self.wandb_id = (ckpt or {}).get("wandb_id") or uuid.uuid4().hex[:12]  # a resume continues the wandb run
         self.guard = DivergenceGuard(self.optimizer, self.scaler, d.device)
-        self.model = torch.compile(model) if cfg.compile else model
-        if d.enabled:
-            self.model = DDP(
-                self.model, device_ids=[int(os.environ["LOCAL_RANK"])] if d.device_type == "cuda" else None
-            )
         self.accum = cfg.gradient_accumulation_steps // d.world_size
         self.tokens_per_step = self.block_size * cfg.batch_size * cfg.gradient_accumulation_steps
         self.flops_per_step = self.raw_model.flops_per_token(self.block_size) * self.tokens_per_step
@@ -407,16 +426,19 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, tokens, offsets) -> float:
-        """Mean loss over fixed windows; ranks split the windows and sum."""
+        """Mean loss over fixed windows; ranks split the windows and sum. Every rank runs the same number of
+        forward passes (FSDP gathers parameters in each): one short of windows repeats one, weighted 0."""
         self.model.eval()
         mine = offsets[self.d.rank :: self.d.world_size]
+        per_rank = math.ceil(len(offsets) / self.d.world_size)
         total = torch.zeros(2, device=self.d.device, dtype=torch.float64)
-        for i in range(0, len(mine), self.cfg.batch_size):
-            x, y = windows(tokens, mine[i : i + self.cfg.batch_size], self.block_size)
+        for i in range(0, per_rank, self.cfg.batch_size):
+            chunk = mine[i : i + self.cfg.batch_size]
+            x, y = windows(tokens, chunk if len(chunk) else offsets[:1], self.block_size)
             with self.ctx:
                 _, loss = self.model(x.to(self.d.device), y.to(self.d.device))
-            total[0] += loss.double() * len(x)
-            total[1] += len(x)
+            total[0] += loss.double() * len(chunk)
+            total[1] += len(chunk)
         if self.d.enabled:
             dist.all_reduce(total)
         self.model.train()
@@ -427,7 +449,7 @@ class Trainer:
         if step is None and what is None:
             return
         if self.last_saved is not None:
-            kept = f"{self.run.checkpoint} (step {self.last_saved}) is the last good checkpoint"
+            kept = f"{checkpoint.latest(self.run.path)} (step {self.last_saved}) is the last good checkpoint"
         else:
             kept = "no checkpoint was saved yet"
         cause = what or f"non-finite loss or gradient norm at step {step}: no update was applied from that step on"
@@ -435,24 +457,34 @@ class Trainer:
             f"{cause}; {kept}. Lower learning_rate or raise weight_decay / grad clipping, then --init_from=resume"
         )
 
+    def weights_finite(self) -> bool:
+        """All weights finite, on every rank's shard: one answer for all ranks."""
+        finite = all(bool(torch.isfinite(parallel.local(p)).all()) for p in self.raw_model.parameters())
+        flag = torch.tensor(float(finite), device=self.d.device)
+        if self.d.enabled:
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag)
+
     def save(self, it: int) -> None:
-        if not all(torch.isfinite(p).all() for p in self.raw_model.parameters()):
+        if not self.weights_finite():
             self.stop_if_diverged(f"non-finite weights at step {it}: not saved")
-        if self.d.master:
-            state = {
-                "model": self.raw_model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scaler": self.scaler.state_dict(),
-                "model_args": self.model_cfg.to_dict(),
-                "config": asdict(self.cfg),
-                "iter_num": it,
-                "best_val_loss": self.best_val,
-                "wandb_id": self.wandb_id,
-                "tokenizer": {k: self.data.meta[k] for k in ("tokenizer", "chars", "name") if k in self.data.meta},
-                "origin": self.origin,
-            }
+        meta = {
+            "scaler": self.scaler.state_dict(),
+            "model_args": self.model_cfg.to_dict(),
+            "config": asdict(self.cfg),
+            "iter_num": it,
+            "best_val_loss": self.best_val,
+            "wandb_id": self.wandb_id,
+            "tokenizer": {k: self.data.meta[k] for k in ("tokenizer", "chars", "name") if k in self.data.meta},
+            "origin": self.origin,
+        }
+        keep = it in self.cfg.keep_checkpoints
+        if self.sharded:  # every rank writes its shards
+            checkpoint.save_sharded(self.run.path, meta, self.raw_model, self.optimizer, keep)
+        elif self.d.master:
+            state = {**meta, "model": self.raw_model.state_dict(), "optimizer": self.optimizer.state_dict()}
             checkpoint.save(state, self.run.checkpoint)
-            if it in self.cfg.keep_checkpoints:
+            if keep:
                 checkpoint.save(state, self.run.path / f"ckpt_{it:06d}.pt")
         self.last_saved = it
 
@@ -484,14 +516,13 @@ class Trainer:
         for micro in range(self.accum):
             x, y = self.data.batches.get(it, micro, self.d.rank, self.d.world_size)
             x, y = x.to(self.d.device, non_blocking=True), y.to(self.d.device, non_blocking=True)
-            sync = not self.d.enabled or micro == self.accum - 1  # all-reduce gradients once, on the last micro-step
-            with self.ctx, nullcontext() if sync else self.model.no_sync():
+            last = micro == self.accum - 1  # gradients cross processes once, on the last micro-step
+            with self.ctx, parallel.micro_step(self.model, self.cfg, self.d.enabled, last):
                 _, loss = self.model(x, y)
                 self.scaler.scale(loss / self.accum).backward()
             loss_sum += loss.detach().float()
         self.scaler.unscale_(self.optimizer)
-        clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
-        norm = torch.nn.utils.clip_grad_norm_(self.raw_model.parameters(), clip)
+        norm = parallel.clip_grad_norm(self.raw_model.parameters(), self.cfg.grad_clip)
         stats = torch.stack([loss_sum / self.accum, norm.float()])
         if self.d.enabled:  # asynchronous on GPUs; a NaN on any rank reaches every rank
             dist.all_reduce(stats)
@@ -557,6 +588,9 @@ class Trainer:
 
 def run(argv):
     cfg, model_cfg = parse(argv, TrainConfig, GPTConfig, doc=__doc__, prog="train.py")
+    if cfg.dry_run:
+        print_estimate(cfg, model_cfg, cfg.dry_run)
+        return
     d = setup_distributed(cfg)
     data = open_data(cfg, model_cfg.block_size)
     run_dir = RunDir(cfg.out_dir)

@@ -65,7 +65,7 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
     (tmp_path / "p.txt").write_text("KING:")
     assert all(s.startswith("KING:") for s in samples(run_dir, f"--start=FILE:{tmp_path / 'p.txt'}"))
     for args, message in [
-        ([f"--out_dir={tmp_path}"], "ckpt.pt not found"),
+        ([f"--out_dir={tmp_path}"], "holds no checkpoint"),
         ([f"--out_dir={run_dir}", "--start=" + "a" * 33], "more than the model's context of 32"),
         ([f"--out_dir={run_dir}", f"--start=FILE:{tmp_path / 'none.txt'}"], "no such file"),
     ]:

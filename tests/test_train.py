@@ -243,7 +243,7 @@ def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path
     (tmp_path / "ckpt.pt").write_bytes(data[: len(data) // 2])
     assert "cannot be read" in error_of(tiny_args(data_dir, tmp_path, init_from="resume"))
     assert len((tmp_path / "ckpt.pt").read_bytes()) == len(data) // 2
-    assert "not found" in error_of(tiny_args(data_dir, tmp_path / "empty", init_from="resume"))
+    assert "holds no checkpoint" in error_of(tiny_args(data_dir, tmp_path / "empty", init_from="resume"))
 
 
 def test_wandb_offline_logging(data_dir, tmp_path, monkeypatch):

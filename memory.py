@@ -1,0 +1,105 @@
+"""What a run needs per GPU before it runs (train.py --dry_run=N): parameters, gradients, AdamW state and
+activations, under DDP and under FSDP on N GPUs.
+
+Parameters, gradients and optimizer state are counts times bytes. Activations are traced, not modelled:
+one micro-batch's forward runs on the meta device (shapes only, no memory, no arithmetic) and the
+tensors autograd saves for the backward are added up, each storage once. On the meta device attention
+falls back to its math form, which saves the T x T probabilities; the fused kernels that GPUs and CPUs
+run keep a log-sum-exp per row instead, which is what is counted. The peak adds what the backward
+holds on top: the logits' gradient, or, with activation checkpointing, one block recomputed.
+"""
+
+import torch
+
+from model import GPT
+
+GiB = 2**30
+
+
+def saved_bytes(model, batch_size: int, seq_len: int) -> int:
+    """Bytes autograd keeps for the backward of one forward of a batch_size x seq_len micro-batch."""
+    storages = {}
+
+    def pack(t):
+        if t.dim() == 4 and t.shape[-1] == t.shape[-2] == seq_len:  # attention probabilities -> log-sum-exp
+            storages[t.untyped_storage()._cdata] = t[..., 0].numel() * 4
+        else:
+            storages[t.untyped_storage()._cdata] = t.untyped_storage().nbytes()
+        return t
+
+    idx = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(idx, idx)
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    return sum(n for key, n in storages.items() if key not in params)
+
+
+def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointing: bool) -> dict:
+    """Saved activations and the backward's peak on top of the parameters, for one micro-batch."""
+    import parallel
+
+    with torch.device("meta"):
+        model = GPT(model_cfg).to(dtype)
+    T, d = model_cfg.block_size, model_cfg.n_embd
+    full = saved_bytes(model, batch_size, T)
+    logits_grad = batch_size * T * model_cfg.vocab_size * 4  # the loss's gradient is float32
+    if not checkpointing:
+        return {"saved": full, "peak": full + logits_grad}
+    one_block = (full - saved_bytes(_truncated(model_cfg, dtype, 0), batch_size, T)) / model_cfg.n_layer
+    parallel.checkpoint_activations(model)
+    kept = saved_bytes(model, batch_size, T)
+    # Backward of a recomputed block: every block's input, that block's activations, and the gradients
+    # through its widest layer (the MLP's hidden and the block's output).
+    widest = batch_size * T * (model_cfg.mlp_hidden + d) * dtype.itemsize
+    blocks_in = model_cfg.n_layer * batch_size * T * d * dtype.itemsize
+    return {"saved": kept, "peak": max(kept + logits_grad, blocks_in + one_block + widest)}
+
+
+def _truncated(model_cfg, dtype, n_layer: int):
+    from dataclasses import replace
+
+    with torch.device("meta"):
+        return GPT(replace(model_cfg, n_layer=n_layer)).to(dtype)
+
+
+def estimate(cfg, model_cfg, gpus: int) -> dict:
+    """Bytes per GPU under 'ddp' and 'fsdp' on gpus GPUs: each a dict of named parts and 'total'."""
+    with torch.device("meta"):
+        model = GPT(model_cfg)
+    n_params = sum(p.numel() for p in model.parameters())
+    if cfg.freeze_pretrained:
+        n_train = sum(p.numel() for n, p in model.named_parameters() if GPT.is_added(n))
+    else:
+        n_train = n_params
+    stored = getattr(torch, cfg.param_dtype).itemsize  # parameters, gradients and AdamW moments
+    compute = torch.bfloat16 if cfg.dtype in ("auto", "bfloat16", "float16") else torch.float32
+    act = activation_bytes(model_cfg, cfg.batch_size, compute, cfg.activation_checkpointing)
+    accum = max(1, cfg.gradient_accumulation_steps // gpus)
+    ddp = {"parameters": n_params * stored, "gradients": n_train * stored, "AdamW": 2 * n_train * stored}
+    fsdp = {k: v / gpus for k, v in ddp.items()}
+    # Gathered copies: between micro-steps every block stays gathered with its unsharded gradient (unless
+    # reshard_micro_steps); otherwise about two blocks at a time (one computing, one prefetched) and the root.
+    block = sum(p.numel() for p in model.transformer.h[0].parameters())
+    if accum > 1 and not cfg.reshard_micro_steps:
+        fsdp["gathered"] = n_params * compute.itemsize + n_train * 4
+    else:
+        fsdp["gathered"] = (n_params - model_cfg.n_layer * block + 2 * block) * compute.itemsize + block * 4
+    for parts in (ddp, fsdp):
+        parts["activations (peak)"] = act["peak"]
+        parts["total"] = sum(parts.values())
+    return {"params": n_params, "trainable": n_train, "saved": act["saved"], "ddp": ddp, "fsdp": fsdp}
+
+
+def print_estimate(cfg, model_cfg, gpus: int) -> None:
+    e = estimate(cfg, model_cfg, gpus)
+    tokens = cfg.batch_size * model_cfg.block_size
+    ac = "on" if cfg.activation_checkpointing else "off"
+    print(
+        f"{e['params']:,} parameters ({e['trainable']:,} trainable), {cfg.param_dtype} weights and AdamW state; "
+        f"micro-batch {cfg.batch_size} x {model_cfg.block_size} = {tokens:,} tokens, activation checkpointing "
+        f"{ac}: {e['saved'] / GiB:.2f} GiB saved for the backward"
+    )
+    print(f"| GiB per GPU on {gpus} GPUs | DDP | FSDP |\n|---|---|---|")
+    for part in e["fsdp"]:
+        ddp = e["ddp"].get(part)
+        print(f"| {part} | {'—' if ddp is None else f'{ddp / GiB:.1f}'} | {e['fsdp'][part] / GiB:.1f} |")

@@ -1,0 +1,92 @@
+"""How a model is spread over the processes of a run, applied from outside the model (model.py knows
+nothing of it): DDP, where every process holds the whole model and optimizer state, or FSDP2
+(torch.distributed.fsdp.fully_shard), where each process holds 1/world_size of every parameter, gradient
+and optimizer state and gathers a block's parameters only while it computes; and activation
+checkpointing per block, with either.
+
+FSDP shards each transformer block and then the root (embeddings, final norm, head), as torchtitan does.
+Under bf16 or fp16 autocast the gathered parameters are bf16 and gradients are reduced in float32
+(MixedPrecisionPolicy); the sharded parameters, which the optimizer updates, stay in param_dtype.
+"""
+
+import math
+from contextlib import contextmanager, nullcontext
+from functools import partial
+
+import torch
+from torch.distributed.tensor import DTensor
+from torch.utils.checkpoint import checkpoint
+
+PARALLELISMS = ("ddp", "fsdp")
+
+
+def checkpoint_activations(model) -> None:
+    """Recompute each block's activations in the backward pass instead of keeping them: only the blocks'
+    inputs stay alive through the forward. The parameter names do not change (the blocks' forward is
+    replaced, not wrapped), so checkpoints are the same with it on or off. The RNG state is restored for
+    the recomputation, so dropout draws the same masks and the gradients are those of the plain model."""
+    for block in model.transformer.h:
+        block.forward = partial(checkpoint, block.forward, use_reentrant=False)
+
+
+def shard(model, dtype: torch.dtype) -> None:
+    """FSDP2 in place: every block, then the root. Frozen parameters are sharded too."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = MixedPrecisionPolicy()
+    if dtype != torch.float32:
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.transformer.h:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+
+
+def compile_blocks(model) -> None:
+    """torch.compile each block in place, before sharding (FSDP2's hooks stay outside the graphs)."""
+    for block in model.transformer.h:
+        block.compile()
+
+
+def wrap(model, cfg, distributed: bool, dtype: torch.dtype, device_ids=None):
+    """The model the loop calls, from the model it built (whose parameters the optimizer takes: under FSDP
+    the same object, sharded in place). One process runs the plain model whatever parallelism says."""
+    if cfg.activation_checkpointing:
+        checkpoint_activations(model)
+    if distributed and cfg.parallelism == "fsdp":
+        if cfg.compile:
+            compile_blocks(model)
+        shard(model, dtype)
+        return model
+    wrapped = torch.compile(model) if cfg.compile else model
+    if distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        wrapped = DistributedDataParallel(wrapped, device_ids=device_ids, gradient_as_bucket_view=True)
+    return wrapped
+
+
+@contextmanager
+def micro_step(model, cfg, distributed: bool, last: bool):
+    """One micro-step of gradient accumulation: gradients are reduced across processes only on the last.
+    Under FSDP, parameters also stay gathered between micro-steps unless cfg.reshard_micro_steps (less
+    memory, one more all-gather per block and micro-step)."""
+    if not distributed:
+        yield
+    elif cfg.parallelism == "ddp":
+        with nullcontext() if last else model.no_sync():
+            yield
+    else:
+        model.set_requires_gradient_sync(last)
+        model.set_reshard_after_backward(last or cfg.reshard_micro_steps)
+        yield
+
+
+def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
+    """Clip to the global gradient norm (over all shards under FSDP) and return it as a local tensor."""
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else math.inf)
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """This process's shard of a parameter (the tensor itself when not sharded)."""
+    return t.to_local() if isinstance(t, DTensor) else t
