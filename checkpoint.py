@@ -15,6 +15,8 @@ Either format resumes either kind of run; latest() picks the newer when both exi
 import json
 import os
 import shutil
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -137,7 +139,16 @@ def _dcp_load(state: dict, directory) -> None:
     """Fill state's tensors in place from a DCP directory: by all ranks together when distributed."""
     import torch.distributed.checkpoint as dcp
 
-    dcp.load(state, checkpoint_id=str(directory), no_dist=not _distributed())
+    with _one_process_is_intended():
+        dcp.load(state, checkpoint_id=str(directory), no_dist=not _distributed())
+
+
+@contextmanager
+def _one_process_is_intended():
+    """DCP warns when it reads or writes without a process group; here that is a one-process run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
 
 
 def sharded_latest(out_dir) -> Path | None:
@@ -177,7 +188,8 @@ def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
     model_state, optimizer_state = get_state_dict(model, optimizer)
     try:
         state = {"model": model_state, "optimizer": optimizer_state}
-        dcp.save(state, checkpoint_id=str(partial), no_dist=not _distributed())
+        with _one_process_is_intended():
+            dcp.save(state, checkpoint_id=str(partial), no_dist=not _distributed())
         if _master():
             atomic_write(partial / RUN, lambda f: torch.save({**meta, "keep": keep}, f))
             shutil.rmtree(final, ignore_errors=True)  # a stale copy of this step that latest.json never named

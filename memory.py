@@ -21,10 +21,11 @@ def saved_bytes(model, batch_size: int, seq_len: int) -> int:
     storages = {}
 
     def pack(t):
-        if t.dim() == 4 and t.shape[-1] == t.shape[-2] == seq_len:  # attention probabilities -> log-sum-exp
-            storages[t.untyped_storage()._cdata] = t[..., 0].numel() * 4
+        key = t.untyped_storage()._cdata
+        if t.dim() >= 3 and t.shape[-1] == t.shape[-2] == seq_len:  # attention probabilities -> log-sum-exp
+            storages[key] = t[..., 0].numel() * 4
         else:
-            storages[t.untyped_storage()._cdata] = t.untyped_storage().nbytes()
+            storages.setdefault(key, t.untyped_storage().nbytes())
         return t
 
     idx = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
@@ -45,14 +46,16 @@ def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointi
     logits_grad = batch_size * T * model_cfg.vocab_size * 4  # the loss's gradient is float32
     if not checkpointing:
         return {"saved": full, "peak": full + logits_grad}
-    one_block = (full - saved_bytes(_truncated(model_cfg, dtype, 0), batch_size, T)) / model_cfg.n_layer
+    one_block = saved_bytes(_truncated(model_cfg, dtype, 2), batch_size, T) - saved_bytes(
+        _truncated(model_cfg, dtype, 1), batch_size, T
+    )
     parallel.checkpoint_activations(model)
     kept = saved_bytes(model, batch_size, T)
-    # Backward of a recomputed block: every block's input, that block's activations, and the gradients
-    # through its widest layer (the MLP's hidden and the block's output).
-    widest = batch_size * T * (model_cfg.mlp_hidden + d) * dtype.itemsize
+    # Backward of a recomputed block: every block's input, that block's activations and the gradient
+    # arriving at it (inside the block, ops free their saved tensors about as fast as they make gradients).
     blocks_in = model_cfg.n_layer * batch_size * T * d * dtype.itemsize
-    return {"saved": kept, "peak": max(kept + logits_grad, blocks_in + one_block + widest)}
+    incoming = batch_size * T * d * 4
+    return {"saved": kept, "peak": max(kept + logits_grad, blocks_in + one_block + incoming)}
 
 
 def _truncated(model_cfg, dtype, n_layer: int):

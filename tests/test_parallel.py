@@ -1,0 +1,235 @@
+"""FSDP2, sharded checkpoints across world sizes, activation checkpointing and the memory estimate, on CPU
+(gloo, 2 processes)."""
+
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import error_of, records, tiny_args, torchrun
+
+import checkpoint
+import export
+import memory
+import parallel
+import sample
+import train
+from model import GPT, GPTConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def losses(out_dir):
+    return {s: r["loss"] for s, r in records(out_dir, "loss").items()}
+
+
+def assert_same_losses(run, reference, tol):
+    got, want = losses(run), losses(reference)
+    assert got.keys() == want.keys()
+    for s in want:
+        assert got[s] == pytest.approx(want[s], abs=tol), s
+
+
+def fsdp(data_dir, out_dir, **kw):
+    torchrun(ROOT / "train.py", tiny_args(data_dir, out_dir, parallelism="fsdp", **kw), 300)
+
+
+def test_activation_checkpointing_gives_the_same_loss_and_gradients():
+    cfg = GPTConfig(
+        n_layer=3, n_head=2, n_embd=32, block_size=16, vocab_size=50, dropout=0.1, query_mode="residual_gelu"
+    )
+    cfg.preproj = cfg.content_skip = True
+    torch.manual_seed(0)
+    plain = GPT(cfg)
+    recomputed = GPT(cfg)
+    recomputed.load_state_dict(plain.state_dict())
+    parallel.checkpoint_activations(recomputed)
+    assert list(recomputed.state_dict()) == list(plain.state_dict())  # names unchanged: checkpoints agree
+    x = torch.randint(0, 50, (4, 16), generator=torch.Generator().manual_seed(1))
+    results = []
+    for model in (plain, recomputed):
+        torch.manual_seed(7)  # the same dropout masks, which the recomputation must draw again
+        _, loss = model(x, x)
+        loss.backward()
+        results.append((loss, {n: p.grad for n, p in model.named_parameters()}))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    assert loss_b.item() == pytest.approx(loss_a.item(), abs=1e-6)
+    for name, g in grads_a.items():
+        torch.testing.assert_close(grads_b[name], g, rtol=0, atol=1e-6, msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["linear", "residual_gelu"])
+def test_fsdp_ddp_and_one_process_train_on_the_same_batches_to_the_same_losses(char_data, tmp_path, mode):
+    train.main(tiny_args(char_data, tmp_path / "one", query_mode=mode, max_iters=5))
+    torchrun(ROOT / "train.py", tiny_args(char_data, tmp_path / "ddp", query_mode=mode, max_iters=5), 300)
+    fsdp(char_data, tmp_path / "fsdp", query_mode=mode, max_iters=5)
+    one = records(tmp_path / "one", "loss")
+    for run in ("ddp", "fsdp"):
+        got = records(tmp_path / run, "loss")
+        assert [got[s]["fingerprint"] for s in range(5)] == [one[s]["fingerprint"] for s in range(5)]
+        assert_same_losses(tmp_path / run, tmp_path / "one", 1e-5)
+        val = records(tmp_path / run, "val_loss")[4]["val_loss"]
+        assert val == pytest.approx(records(tmp_path / "one", "val_loss")[4]["val_loss"], abs=1e-5)
+    assert (tmp_path / "fsdp" / checkpoint.SHARDED / checkpoint.LATEST).exists()
+
+
+@pytest.mark.slow
+def test_fsdp_with_every_addition_and_activation_checkpointing_matches_one_process(char_data, tmp_path):
+    extra = dict(query_mode="identity", preproj=True, content_skip=True, lora_rank=2, n_kv_head=1, max_iters=4)
+    train.main(tiny_args(char_data, tmp_path / "one", **extra))
+    fsdp(char_data, tmp_path / "fsdp", activation_checkpointing=True, **extra)
+    assert_same_losses(tmp_path / "fsdp", tmp_path / "one", 1e-5)
+
+
+@pytest.mark.slow
+def test_the_frozen_probe_under_fsdp_trains_only_the_new_parameters(char_data, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=65)
+    )
+    hf.save_pretrained(tmp_path / "gpt2")
+    probe = dict(init_from=tmp_path / "gpt2", freeze_pretrained=True, preproj=True, lora_rank=2, max_iters=4)
+    train.main(tiny_args(char_data, tmp_path / "one", **probe))
+    fsdp(char_data, tmp_path / "fsdp", **probe)
+    assert_same_losses(tmp_path / "fsdp", tmp_path / "one", 1e-5)
+    model, ckpt = checkpoint.load_model(checkpoint.latest(tmp_path / "fsdp"))
+    before = GPT.from_pretrained(str(tmp_path / "gpt2")).state_dict()
+    after = model.state_dict()
+    assert all(torch.equal(after[k], before[k]) for k in before if not GPT.is_added(k))
+    assert any(not torch.equal(after[k], before.get(k, after[k] * 0)) for k in after if GPT.is_added(k))
+
+
+@pytest.mark.slow
+def test_a_sharded_checkpoint_resumes_on_another_world_size_and_exports(char_data, tmp_path, capsys):
+    common = dict(query_mode="residual_gelu", lr_decay_iters=8)
+    fsdp(char_data, tmp_path / "whole", max_iters=8, **common)
+    # 2 processes -> 1 process, both sharded checkpoints
+    fsdp(char_data, tmp_path / "two_one", max_iters=4, **common)
+    train.main(tiny_args(char_data, tmp_path / "two_one", parallelism="fsdp", init_from="resume", **common))
+    assert_same_losses(tmp_path / "two_one", tmp_path / "whole", 1e-6)
+    # 1 process -> 2 processes
+    train.main(tiny_args(char_data, tmp_path / "one_two", parallelism="fsdp", max_iters=4, **common))
+    fsdp(char_data, tmp_path / "one_two", init_from="resume", **common)
+    assert_same_losses(tmp_path / "one_two", tmp_path / "whole", 1e-6)
+    # a single file (one process, DDP's format) -> FSDP on 2 processes
+    train.main(tiny_args(char_data, tmp_path / "file", max_iters=4, **common))
+    fsdp(char_data, tmp_path / "file", init_from="resume", **common)
+    assert_same_losses(tmp_path / "file", tmp_path / "whole", 1e-6)
+    assert checkpoint.latest(tmp_path / "file").name == "step_000008"  # the newer of the two formats
+
+    # the export: one file with the same weights, which samples and resumes as a one-process run
+    written = export.export(tmp_path / "whole")
+    single = checkpoint.load(written, ("model", "optimizer", "iter_num"))
+    sharded, _ = checkpoint.load_model(checkpoint.sharded_latest(tmp_path / "whole"))
+    assert single["iter_num"] == 8
+    assert all(torch.equal(single["model"][k], v) for k, v in sharded.state_dict().items())
+    sample.main([f"--out_dir={tmp_path / 'whole'}", "--device=cpu", "--num_samples=1", "--max_new_tokens=8"])
+    assert "tokens/s" in capsys.readouterr().out
+    train.main(tiny_args(char_data, tmp_path / "two_one", init_from="resume", max_iters=9, lr_decay_iters=8))
+
+
+@pytest.mark.slow
+def test_sigkill_during_sharded_saves_leaves_the_previous_checkpoint_loadable(tmp_path):
+    writer = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(ROOT)!r})
+        import checkpoint
+        model = torch.nn.Linear(1000, 2000)
+        optimizer = torch.optim.AdamW(model.parameters())
+        print("ready", flush=True)
+        step = 0
+        while True:
+            step += 1
+            with torch.no_grad():
+                model.weight.fill_(step)
+            checkpoint.save_sharded({str(tmp_path)!r}, {{"iter_num": step}}, model, optimizer, keep=False)
+    """)
+    rng = random.Random(0)
+    for _ in range(5):
+        p = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.3, 1.5))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        latest = checkpoint.sharded_latest(tmp_path)
+        step = checkpoint.load(latest, ())["iter_num"]
+        weight = torch.empty(2000, 1000)
+        checkpoint._dcp_load({"model": {"weight": weight}}, latest)
+        assert torch.all(weight == step)
+        complete = [d for d in (tmp_path / checkpoint.SHARDED).iterdir() if d.is_dir() and "partial" not in d.name]
+        assert len(complete) <= 2  # superseded steps are removed (one may remain from the kill)
+
+
+def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
+    assert "parallelism='zero'" in error_of(tiny_args(char_data, tmp_path, parallelism="zero"))
+    assert "--dtype=bfloat16" in error_of(tiny_args(char_data, tmp_path, parallelism="fsdp", dtype="float16"))
+    train.main(tiny_args(char_data, tmp_path / "run", parallelism="fsdp", max_iters=4))
+    pointer = tmp_path / "run" / checkpoint.SHARDED / checkpoint.LATEST
+    assert "--init_from=resume" in error_of(tiny_args(char_data, tmp_path / "run"))  # nothing is overwritten
+    pointer.write_text("{")
+    assert "latest.json is damaged" in error_of(tiny_args(char_data, tmp_path / "run", init_from="resume"))
+    with pytest.raises(SystemExit) as e:
+        export.main([f"--out_dir={tmp_path / 'nothing'}"])
+    assert "holds no sharded checkpoint" in str(e.value.code)
+
+
+# ---- the memory estimate ----------------------------------------------------------------------------
+
+
+def measured_peak_bytes(step) -> int:
+    """The highest total of CPU allocations made and not yet freed while step() runs (the profiler's
+    allocator events)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    total = peak = 0
+    for _, n in events:
+        total += n
+        peak = max(peak, total)
+    return peak
+
+
+@pytest.mark.parametrize(
+    "mode,checkpointing",
+    [("linear", False), ("residual_gelu", False), ("identity", False), ("linear", True), ("residual_gelu", True)],
+)
+def test_the_dry_run_estimate_is_within_10_percent_of_measured_cpu_allocations(mode, checkpointing):
+    model_cfg = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=256, vocab_size=512, query_mode=mode)
+    cfg = train.TrainConfig(batch_size=8, gradient_accumulation_steps=1, dtype="float32")
+    cfg.activation_checkpointing = checkpointing
+    torch.manual_seed(0)
+    model = GPT(model_cfg)
+    if checkpointing:
+        parallel.checkpoint_activations(model)
+    optimizer = train.make_optimizer(model, cfg, "cpu")
+    x = torch.randint(0, 512, (8, 256))
+    model(x, x)[1].backward()
+    optimizer.step()  # AdamW's state now exists, as in training
+    optimizer.zero_grad(set_to_none=True)
+    static = sum(p.numel() * p.element_size() for p in model.parameters())
+    static += sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if t.dim())
+    measured = static + measured_peak_bytes(lambda: model(x, x)[1].backward())  # + gradients + activations
+
+    estimated = memory.estimate(cfg, model_cfg, gpus=1)["ddp"]
+    assert estimated["parameters"] + estimated["AdamW"] == static
+    assert estimated["total"] == pytest.approx(measured, rel=0.10)
+
+
+def test_dry_run_prints_the_ladder_memory_and_fsdp_shards_it(capsys):
+    train.main(["config/owt_xl_nlq.py", "--dry_run=8"])
+    out = capsys.readouterr().out
+    assert "GiB per GPU on 8 GPUs" in out
+    rows = {line.split("|")[1].strip(): line.split("|")[2:4] for line in out.splitlines() if line.startswith("| ")}
+    ddp, sharded = (float(v) for v in rows["total"])
+    assert sharded < ddp
+    ddp_adam, fsdp_adam = (float(v) for v in rows["AdamW"])
+    assert fsdp_adam == pytest.approx(ddp_adam / 8, abs=0.1)
