@@ -3,20 +3,26 @@
     python bench.py                          # GPT-2 small (GPU: batch 12, compiled)
     python bench.py --preset=tiny            # the CPU quick-start shape
     python bench.py --modes=linear,residual_gelu --repeats=7 --out=bench.json
+    torchrun --standalone --nproc_per_node=8 bench.py --parallelism=fsdp   # the training step, sharded
 
 Modes are measured in interleaved rounds (every mode once per round, `repeats` rounds), so drifts in
 clock speed or load hit all modes alike; the table shows the median and the min-max spread over rounds.
-Synthetic token ids are used: timing does not depend on the data.
+Synthetic token ids are used: timing does not depend on the data. Under torchrun with --parallelism=ddp
+or fsdp, each mode's model is spread as train.py spreads it (parallel.py) and only the training step is
+timed (batch_size rows per process); rank 0 reports.
 """
 
 import json
+import os
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.distributed as dist
 
+import parallel
 from atomic import atomic_write_text
 from configurator import ConfigError, cli_main, parse
 from hardware import autocast, peak_flops, resolve_device, resolve_dtype
@@ -43,6 +49,8 @@ class BenchConfig:
     device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
     dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
     compile: bool | None = None  # None: on for CUDA
+    parallelism: str = "none"  # 'none', or under torchrun 'ddp' / 'fsdp': the training step only, spread so
+    activation_checkpointing: bool = False  # recompute each block's activations in backward, as in train.py
     cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured
     out: str = "bench.json"  # where the JSON report goes
 
@@ -65,8 +73,9 @@ class Subject:
         self.model = GPT(GPTConfig(**PRESETS[cfg.preset], query_mode=mode)).to(device)
         self.params = self.model.num_params()
         self.flops = self.model.flops_per_token(self.model.config.block_size)
+        ids = [int(os.environ["LOCAL_RANK"])] if cfg.parallelism != "none" and device.startswith("cuda") else None
+        self.step_fn = parallel.wrap(self.model, cfg, cfg.parallelism != "none", dtype, ids)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=device.split(":")[0] in ("cuda", "cpu"))
-        self.step_fn = torch.compile(self.model) if cfg.compile else self.model
         self.ctx = autocast(device, dtype)
         bs, vocab = self.model.config.block_size, self.model.config.vocab_size
         gen = torch.Generator().manual_seed(0)
@@ -109,6 +118,8 @@ class Subject:
 
 
 def summary(values):
+    if not values:
+        return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "samples": values}
 
 
@@ -118,7 +129,7 @@ def measure(cfg: BenchConfig):
     unknown = [m for m in cfg.modes if m not in ARMS]
     if unknown or "linear" not in cfg.modes:
         raise ConfigError(f"modes={cfg.modes!r} must include 'linear' (the reference) and use only {ARMS}")
-    device = resolve_device(cfg.device)
+    device = setup(cfg)
     device_type = device.split(":")[0]
     dtype = resolve_dtype(cfg.dtype, device_type)
     block_size = PRESETS[cfg.preset]["block_size"]
@@ -131,13 +142,15 @@ def measure(cfg: BenchConfig):
             f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds block_size={block_size}"
         )
     peak, peak_source = peak_flops(device, dtype, cfg.cpu_peak_flops)
+    infer = cfg.parallelism == "none"  # a sharded model decoding one stream measures nothing of use
 
     subjects = {}
     for m in cfg.modes:  # warm-up: compilation, allocator, caches
-        print(f"warming up {m} ...", file=sys.stderr)
+        say(f"warming up {m} ...")
         subjects[m] = s = Subject(m, cfg, device, dtype)
         s.train_step()
-        s.inference()
+        if infer:
+            s.inference()
     raw = {m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "peak_mem": None} for m in cfg.modes}
     for r in range(cfg.repeats):
         for m, s in subjects.items():
@@ -146,12 +159,14 @@ def measure(cfg: BenchConfig):
             raw[m]["train_s"].append(timed(lambda s=s: [s.train_step() for _ in range(cfg.steps)], device) / cfg.steps)
             if device_type == "cuda":
                 raw[m]["peak_mem"] = torch.cuda.max_memory_allocated(device)
-            prefill, decode = s.inference()
-            raw[m]["prefill_s"].append(prefill)
-            raw[m]["decode_tok_s"].append(decode)
-        print(f"round {r + 1}/{cfg.repeats} done", file=sys.stderr)
+            if infer:
+                prefill, decode = s.inference()
+                raw[m]["prefill_s"].append(prefill)
+                raw[m]["decode_tok_s"].append(decode)
+        say(f"round {r + 1}/{cfg.repeats} done")
 
-    tokens = cfg.batch_size * block_size
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    tokens = cfg.batch_size * block_size * world
     results = {}
     for m, s in subjects.items():
         train = summary(raw[m]["train_s"])
@@ -159,7 +174,7 @@ def measure(cfg: BenchConfig):
             "non_embedding_params": s.params,
             "train_step_s": train,
             "train_tokens_per_s": tokens / train["median"],
-            "mfu": s.flops * tokens / train["median"] / peak if peak else None,
+            "mfu": s.flops * tokens / train["median"] / (peak * world) if peak else None,
             "peak_mem_bytes": raw[m]["peak_mem"],
             "prefill_s": summary(raw[m]["prefill_s"]),
             "decode_tokens_per_s": summary(raw[m]["decode_tok_s"]),
@@ -174,18 +189,42 @@ def measure(cfg: BenchConfig):
         "config": asdict(cfg),
         "device": torch.cuda.get_device_name(device) if device_type == "cuda" else "cpu",
         "dtype": str(dtype),
+        "processes": world,
         "torch": torch.__version__,
         "peak_flops": peak,
         "peak_source": peak_source,
         "results": results,
     }
-    if cfg.recompute:
+    if cfg.recompute and infer:
         report["linear_generate_no_cache_tokens_per_s"] = subjects["linear"].recompute_rate()
     return report
 
 
+def setup(cfg: BenchConfig) -> str:
+    """The device; under torchrun with a parallelism, the process group and this rank's GPU."""
+    device = resolve_device(cfg.device)
+    if cfg.parallelism not in ("none", *parallel.PARALLELISMS):
+        raise ConfigError(f"parallelism={cfg.parallelism!r} is invalid: use none, ddp or fsdp")
+    if cfg.parallelism == "none":
+        return device
+    if "RANK" not in os.environ:
+        raise ConfigError(f"parallelism={cfg.parallelism} needs processes: torchrun --nproc_per_node=N bench.py ...")
+    if device.startswith("cuda"):
+        device = f"cuda:{os.environ['LOCAL_RANK']}"
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return device
+
+
+def say(line: str) -> None:
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(line, file=sys.stderr)
+
+
 def spread(summary, scale=1.0, digits=1):
-    """median [min-max]"""
+    """median [min-max], or n/a"""
+    if summary is None:
+        return "n/a"
     f = f".{digits}f"
     return f"{summary['median'] * scale:{f}} [{summary['min'] * scale:{f}}-{summary['max'] * scale:{f}}]"
 
@@ -193,9 +232,10 @@ def spread(summary, scale=1.0, digits=1):
 def markdown(report):
     c = report["config"]
     lines = [
-        f"{c['preset']} on {report['device']} ({report['dtype']}, compile={c['compile']}), train batch "
-        f"{c['batch_size']}, prompt {c['prompt_len']}, {c['decode_tokens']} decoded tokens; median "
-        f"[min-max] over {c['repeats']} interleaved rounds; ratios are to linear within each round.",
+        f"{c['preset']} on {report['processes']} x {report['device']} ({report['dtype']}, compile={c['compile']}, "
+        f"parallelism {c['parallelism']}), train batch {c['batch_size']} per process, prompt {c['prompt_len']}, "
+        f"{c['decode_tokens']} decoded tokens; tokens/s over all processes; median [min-max] over "
+        f"{c['repeats']} interleaved rounds; ratios are to linear within each round.",
         "",
         "| mode | params | train ms/step | ratio | tokens/s | MFU | peak mem | prefill ms | ratio "
         "| decode tok/s | ratio |",
@@ -229,13 +269,19 @@ def markdown(report):
 def run(argv):
     (cfg,) = parse(argv, BenchConfig, doc=__doc__, prog="bench.py")
     report = measure(cfg)
+    if dist.is_initialized() and dist.get_rank() != 0:
+        return
     print(markdown(report))
     atomic_write_text(cfg.out, json.dumps(report, indent=1) + "\n")
     print(f"results: {cfg.out}")
 
 
 def main(argv=None):
-    cli_main(run, argv)
+    try:
+        cli_main(run, argv)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """FSDP2, sharded checkpoints across world sizes, activation checkpointing and the memory estimate, on CPU
 (gloo, 2 processes)."""
 
+import gc
+import json
 import random
 import signal
 import subprocess
@@ -13,6 +15,7 @@ import pytest
 import torch
 from helpers import error_of, records, tiny_args, torchrun
 
+import bench
 import checkpoint
 import export
 import memory
@@ -132,7 +135,9 @@ def test_a_sharded_checkpoint_resumes_on_another_world_size_and_exports(char_dat
     assert all(torch.equal(single["model"][k], v) for k, v in sharded.state_dict().items())
     sample.main([f"--out_dir={tmp_path / 'whole'}", "--device=cpu", "--num_samples=1", "--max_new_tokens=8"])
     assert "tokens/s" in capsys.readouterr().out
-    train.main(tiny_args(char_data, tmp_path / "two_one", init_from="resume", max_iters=9, lr_decay_iters=8))
+    assert checkpoint.latest(tmp_path / "whole").name == checkpoint.CHECKPOINT  # the file wins a tie
+    train.main(tiny_args(char_data, tmp_path / "whole", init_from="resume", max_iters=9, **common))
+    assert 8 in losses(tmp_path / "whole")
 
 
 @pytest.mark.slow
@@ -184,15 +189,23 @@ def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
 
 
 def measured_peak_bytes(step) -> int:
-    """The highest total of CPU allocations made and not yet freed while step() runs (the profiler's
-    allocator events)."""
+    """The highest total of CPU allocations made and not yet freed while step() runs, from the profiler's
+    allocator events on the thread that runs it (another thread's frees would hide part of the peak)."""
+    from collections import Counter
+
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    gc.collect()  # nor may a collection during step() free earlier tests' tensors
+    gc.disable()
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+    finally:
+        gc.enable()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    worker = Counter(e.start_thread_id() for e in events).most_common(1)[0][0]
     total = peak = 0
-    for _, n in events:
+    for _, n in sorted((e.start_ns(), e.nbytes()) for e in events if e.start_thread_id() == worker):
         total += n
         peak = max(peak, total)
     return peak
@@ -233,3 +246,18 @@ def test_dry_run_prints_the_ladder_memory_and_fsdp_shards_it(capsys):
     assert sharded < ddp
     ddp_adam, fsdp_adam = (float(v) for v in rows["AdamW"])
     assert fsdp_adam == pytest.approx(ddp_adam / 8, abs=0.1)
+
+
+@pytest.mark.slow
+def test_bench_times_the_training_step_of_each_mode_under_fsdp(tmp_path):
+    out = tmp_path / "b.json"
+    args = ["--preset=tiny", "--repeats=2", "--steps=1", "--modes=linear,identity", "--device=cpu"]
+    torchrun(ROOT / "bench.py", [*args, "--parallelism=fsdp", "--cpu_peak_flops=1e11", f"--out={out}"], 300)
+    report = json.loads(out.read_text())
+    assert report["processes"] == 2 and report["config"]["parallelism"] == "fsdp"
+    lin, ident = report["results"]["linear"], report["results"]["identity"]
+    assert ident["non_embedding_params"] < lin["non_embedding_params"]  # identity drops W_Q, sharded or not
+    steps = zip(ident["train_step_s"]["samples"], lin["train_step_s"]["samples"])
+    assert ident["train_ratio"]["samples"] == [a / b for a, b in steps]
+    assert ident["decode_tokens_per_s"] is None  # a sharded model's decoding is not timed
+    assert "needs processes" in error_of([*args, "--parallelism=fsdp"], main=bench.main)

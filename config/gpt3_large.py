@@ -1,0 +1,25 @@
+# The ladder's GPT-3 Large (760M) rung: the shape, batch and learning rate of GPT-3's row (Brown et al. 2020,
+# Table 2.1: 24 layers, d_model 1536, 16 heads of 96, 0.5M-token batches, lr 2.5e-04) at this project's block
+# of 1024 and vocab 50304, trained for about 20 tokens per parameter (Hoffmann et al. 2022, the
+# compute-optimal ratio; 760M parameters): 31,000 steps x 491,520 tokens = 15.2B tokens. Warmup
+# is GPT-3's 375M tokens, the cosine decays to lr/10 at the last step (as every arm here), weight decay 0.1,
+# AdamW (0.9, 0.95), clip 1 (GPT-3's). Every arm of this size imports this file: config/owt_large_*.py.
+#   torchrun --standalone --nproc_per_node=8 train.py config/owt_large_nlq.py
+#   python train.py config/owt_large_nlq.py --dry_run=8      # memory per GPU under DDP and FSDP
+from config.owt_baseline import *  # noqa: F401,F403
+
+wandb_group = "owt-gpt3-large"
+n_layer = 24
+n_head = 16
+n_embd = 1536
+parallelism = "fsdp"
+
+batch_size = 12
+gradient_accumulation_steps = 40  # total over all processes: 5 per GPU on 8 GPUs
+max_iters = 31000
+lr_decay_iters = 31000
+warmup_iters = 763
+learning_rate = 0.00025
+min_lr = learning_rate / 10
+eval_iters = 200  # 200 x 12 = 2400 validation windows, as at GPT-2 small
+keep_checkpoints = ()

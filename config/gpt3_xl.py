@@ -1,0 +1,27 @@
+# The ladder's GPT-3 XL (1.3B) rung: the shape, batch and learning rate of GPT-3's row (Brown et al. 2020,
+# Table 2.1: 24 layers, d_model 2048, 24 heads of 128, 1M-token batches, lr 2.0e-04) at this project's block
+# of 1024 and vocab 50304, trained for about 20 tokens per parameter (Hoffmann et al. 2022, the
+# compute-optimal ratio; 1.3B parameters): 26,500 steps x 983,040 tokens = 26.1B tokens. Warmup
+# is GPT-3's 375M tokens, the cosine decays to lr/10 at the last step (as every arm here), weight decay 0.1,
+# AdamW (0.9, 0.95), clip 1 (GPT-3's). Every arm of this size imports this file: config/owt_xl_*.py.
+# The table lists 24 heads of 128 for this row, which is 3072, not 2048: this config keeps the head size
+# of 128 with 16 heads.
+#   torchrun --standalone --nproc_per_node=8 train.py config/owt_xl_nlq.py
+#   python train.py config/owt_xl_nlq.py --dry_run=8      # memory per GPU under DDP and FSDP
+from config.owt_baseline import *  # noqa: F401,F403
+
+wandb_group = "owt-gpt3-xl"
+n_layer = 24
+n_head = 16
+n_embd = 2048
+parallelism = "fsdp"
+
+batch_size = 8
+gradient_accumulation_steps = 120  # total over all processes: 15 per GPU on 8 GPUs
+max_iters = 26500
+lr_decay_iters = 26500
+warmup_iters = 381
+learning_rate = 0.0002
+min_lr = learning_rate / 10
+eval_iters = 300  # 300 x 8 = 2400 validation windows, as at GPT-2 small
+keep_checkpoints = ()

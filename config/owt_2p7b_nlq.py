@@ -1,0 +1,9 @@
+# GPT-3 2.7B, residual-GELU nonlinear queries at GPT-3's learning rate x 4/3, the ratio of arXiv 2603.13381's
+# nlq arm to its baseline at GPT-2 small (8e-4 / 6e-4); that it transfers to this size is untested.
+from config.gpt3_2p7b import *  # noqa: F401,F403
+
+out_dir = "out-owt-2p7b-nlq"
+wandb_run_name = "residual_gelu"
+query_mode = "residual_gelu"
+learning_rate = learning_rate * 4 / 3  # noqa: F405
+min_lr = learning_rate / 10

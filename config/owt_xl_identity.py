@@ -1,0 +1,7 @@
+# GPT-3 XL (1.3B), identity queries, Q = X (no W_Q), weight decay 2^-5 as arXiv 2603.13381's identity arm.
+from config.gpt3_xl import *  # noqa: F401,F403
+
+out_dir = "out-owt-xl-identity"
+wandb_run_name = "identity"
+query_mode = "identity"
+weight_decay = 2**-5
