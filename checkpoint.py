@@ -158,7 +158,9 @@ def sharded_latest(out_dir) -> Path | None:
     try:
         return pointer.parent / json.loads(pointer.read_text())["dir"]
     except (json.JSONDecodeError, KeyError, TypeError):
-        raise CheckpointError(f"{pointer} is damaged: delete it and resume from a step directory beside it") from None
+        raise CheckpointError(
+            f'{pointer} is damaged: rewrite it as {{"dir": "step_NNNNNN"}}, naming a complete step directory beside it'
+        ) from None
 
 
 def latest(out_dir) -> Path | None:
@@ -167,7 +169,12 @@ def latest(out_dir) -> Path | None:
     single, sharded = Path(out_dir) / CHECKPOINT, sharded_latest(out_dir)
     if sharded is None or not single.exists():
         return sharded or (single if single.exists() else None)
-    step = torch.load(single, map_location="cpu", weights_only=True, mmap=True).get("iter_num", -1)
+    try:  # memory-mapped: only the step is read, not gigabytes of weights
+        step = torch.load(single, map_location="cpu", weights_only=True, mmap=True).get("iter_num", -1)
+    except Exception as e:
+        raise CheckpointError(
+            f"{single} cannot be read ({type(e).__name__}) and {sharded} exists too: move the damaged file away"
+        ) from None
     return single if step >= load(sharded, ())["iter_num"] else sharded
 
 

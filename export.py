@@ -28,7 +28,7 @@ def export(out_dir, out=None) -> Path:
         )
     ckpt = checkpoint.load(source, ("model_args", "config", "iter_num", "origin"))
     model = checkpoint.model_from(ckpt, source)
-    cfg = TrainConfig(**ckpt["config"])
+    cfg = TrainConfig(**{k: v for k, v in ckpt["config"].items() if k in TrainConfig.__dataclass_fields__})
     if cfg.freeze_pretrained:  # the optimizer holds the trainable parameters only, as in training
         freeze_pretrained(model)
     optimizer = make_optimizer(model, cfg, "cpu")

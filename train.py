@@ -1,4 +1,4 @@
-"""Train a GPT with a chosen query function, on one process or many (DDP).
+"""Train a GPT with a chosen query function, on one process or many (DDP or FSDP).
 
     python train.py config/shakespeare_char.py                            # CPU quick start
     python train.py config/owt_nlq.py                                     # one GPU

@@ -261,3 +261,16 @@ def test_bench_times_the_training_step_of_each_mode_under_fsdp(tmp_path):
     assert ident["train_ratio"]["samples"] == [a / b for a, b in steps]
     assert ident["decode_tokens_per_s"] is None  # a sharded model's decoding is not timed
     assert "needs processes" in error_of([*args, "--parallelism=fsdp"], main=bench.main)
+
+
+@pytest.mark.slow
+def test_a_ladder_config_trains_under_torchrun_at_a_small_shape(char_data, tmp_path):
+    """config/owt_xl_nlq.py as the README launches it, shrunk to CPU size: its own parallelism, schedule
+    and arm reach the run."""
+    schedule = ("--learning_rate", "--lr_decay_iters", "--warmup_iters")  # the config's own
+    small = [a for a in tiny_args(char_data, tmp_path, max_iters=2, wandb_log=False) if not a.startswith(schedule)]
+    torchrun(ROOT / "train.py", [str(ROOT / "config/owt_xl_nlq.py"), *small], 300)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["parallelism"] == "fsdp" and config["query_mode"] == "residual_gelu"
+    assert config["learning_rate"] == pytest.approx(2e-4 * 4 / 3) and config["lr_decay_iters"] == 26500
+    assert checkpoint.load(checkpoint.latest(tmp_path), ())["iter_num"] == 2
