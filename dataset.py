@@ -63,7 +63,7 @@ def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dic
                         if chunk.min() < 0 or chunk.max() >= vocab:
                             raise DataError(f"{name}: token id {int(chunk.max())} outside vocab_size={vocab}")
                         top = max(top, int(chunk.max()))
-                    f.write(chunk.astype(DTYPE).tobytes())
+                    f.write(np.ascontiguousarray(chunk, dtype=DTYPE).data)  # no copy when already uint16
                     n += chunk.size
                 f.flush()
                 os.fsync(f.fileno())
