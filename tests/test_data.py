@@ -165,6 +165,20 @@ def test_prepare_local_jsonl_is_exactly_tiktoken_plus_eot(tmp_path):
     assert again.returncode != 0 and "--force" in again.stderr and len(again.stderr.strip().splitlines()) == 1
     bad = run("data/openwebtext/prepare.py", "--dataset", src, "--text_field", "text", "--out_dir", tmp_path / "b")
     assert bad.returncode != 0 and "'text' is not a column" in bad.stderr.strip().splitlines()[-1]
+    (tmp_path / "null.jsonl").write_text(
+        "".join(json.dumps({"body": d if i != 5 else None}) + "\n" for i, d in enumerate(docs))
+    )
+    null = run(
+        "data/openwebtext/prepare.py",
+        "--dataset",
+        tmp_path / "null.jsonl",
+        "--text_field",
+        "body",
+        "--out_dir",
+        tmp_path / "n",
+    )
+    assert null.returncode == 1 and null.stderr.strip().splitlines()[-1].startswith("error: a document has body=None")
+    assert not (tmp_path / "n" / "meta.json").exists() and not list((tmp_path / "n").glob("*.bin"))
 
 
 def test_interrupted_write_leaves_no_bins_and_keeps_the_old_dataset(tmp_path):

@@ -102,7 +102,9 @@ def _tokenize_shard(job):
     with open(path, "wb") as f:
         for i in range(start, stop, BATCH):
             ids = []
-            for text in ds[i : min(i + BATCH, stop)][field]:  # encode_ordinary_batch measured 3x slower here
+            for text in ds[i : min(i + BATCH, stop)][field]:  # faster here than encode_ordinary_batch
+                if not isinstance(text, str):
+                    raise DataError(f"a document has {field}={text!r}, not text: clean the source or pick --text_field")
                 ids += enc.encode_ordinary(text)
                 ids.append(EOT)
             f.write(np.array(ids, dtype=np.uint16).tobytes())
