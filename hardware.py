@@ -8,6 +8,7 @@ CPU has no data-sheet figure here: its peak is configured, or measured as the be
 
 import time
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
@@ -48,7 +49,7 @@ def resolve_device(name: str) -> str:
 
 def resolve_dtype(name: str, device_type: str) -> torch.dtype:
     """'auto' is bf16 on GPUs that have it, else fp16 (with a gradient scaler); float32 on CPUs, since those
-    without native bf16 run bf16 autocast slower than float32."""
+    without native bf16 run bf16 autocast slower than float32 (train.py measures instead: choose_cpu_dtype)."""
     if name == "auto":
         if device_type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
@@ -56,6 +57,32 @@ def resolve_dtype(name: str, device_type: str) -> torch.dtype:
     if name not in ("float32", "bfloat16", "float16"):
         raise ConfigError(f"dtype={name!r} is invalid: use auto, float32, bfloat16 or float16")
     return getattr(torch, name)
+
+
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX-BF16 in the CPU's flags (Linux); elsewhere unknown, so no."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def choose_cpu_dtype(step, margin: float = 0.9, repeats: int = 3) -> tuple[torch.dtype, str]:
+    """float32 or bfloat16 for training on this CPU, by measurement: bf16 only where the CPU has native bf16
+    and step(dtype) (one forward and backward; the best of repeats) takes under margin x float32's time.
+    Which is faster depends on the model's size as much as on the CPU, so it is measured, not assumed."""
+    if not cpu_has_native_bf16():
+        return torch.float32, "float32 (this CPU has no native bf16)"
+    seconds = {torch.float32: [], torch.bfloat16: []}
+    for dtype in (torch.float32, torch.bfloat16) * (1 + repeats):  # interleaved; the first round warms up
+        t = time.perf_counter()
+        step(dtype)
+        seconds[dtype].append(time.perf_counter() - t)
+    fp32, bf16 = (min(seconds[dtype][1:]) for dtype in (torch.float32, torch.bfloat16))
+    chosen = torch.bfloat16 if bf16 < margin * fp32 else torch.float32
+    measured = f"a training micro-step measured {bf16 * 1e3:.0f} ms in bf16, {fp32 * 1e3:.0f} ms in float32"
+    return chosen, f"{str(chosen).removeprefix('torch.')} ({measured})"
 
 
 def autocast(device: str, dtype: torch.dtype):

@@ -31,7 +31,7 @@ import checkpoint
 import parallel
 from configurator import ConfigError, UserError, cli_main, parse
 from dataset import check_token_ids, load_meta, open_split
-from hardware import autocast, peak_flops, resolve_device, resolve_dtype
+from hardware import autocast, choose_cpu_dtype, peak_flops, resolve_device, resolve_dtype
 from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
 from memory import print_estimate
 from model import GPT, PROBE_FIELDS, GPTConfig
@@ -390,7 +390,7 @@ class Trainer:
         self.raw_model, self.origin = model.to(d.device, getattr(torch, cfg.param_dtype)), origin
         self.model_cfg = model.config
         self.block_size = model_cfg.block_size
-        self.dtype = resolve_dtype(cfg.dtype, d.device_type)
+        self.dtype = self.choose_dtype(model, ckpt)
         self.ctx = autocast(d.device, self.dtype)
         self.scaler = torch.amp.GradScaler(d.device_type, enabled=self.dtype == torch.float16)
         if cfg.parallelism == "fsdp" and self.dtype == torch.float16:
@@ -414,6 +414,32 @@ class Trainer:
         self.tokens_per_step = self.block_size * cfg.batch_size * cfg.gradient_accumulation_steps
         self.flops_per_step = self.raw_model.flops_per_token(self.block_size) * self.tokens_per_step
         self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops)
+
+    def choose_dtype(self, model: GPT, ckpt) -> torch.dtype:
+        """cfg.dtype; 'auto' on a CPU is measured on this model (by rank 0, for all ranks) and a resume keeps
+        the run's choice, so its numerics do not change mid-run."""
+        cfg, d = self.cfg, self.d
+        if cfg.dtype != "auto" or d.device_type != "cpu":
+            return resolve_dtype(cfg.dtype, d.device_type)
+        if ckpt is not None and "dtype" in ckpt:
+            return getattr(torch, ckpt["dtype"])
+        choice = torch.zeros((), dtype=torch.long)
+        if d.master:
+            rows = max(1, min(cfg.batch_size, 1024 // self.block_size))
+            x = torch.zeros(rows, self.block_size, dtype=torch.long, device=d.device)
+
+            def micro_step(dtype):
+                with autocast(d.device, dtype):
+                    _, loss = model(x, x)
+                loss.backward()
+                model.zero_grad(set_to_none=True)
+
+            dtype, why = choose_cpu_dtype(micro_step)
+            print(f"dtype=auto: {why}")
+            choice.fill_(dtype == torch.bfloat16)
+        if d.enabled:
+            dist.broadcast(choice, 0)
+        return torch.bfloat16 if choice else torch.float32
 
     def record(self, rec: dict) -> None:
         if self.d.master:
@@ -470,6 +496,7 @@ class Trainer:
             self.stop_if_diverged(f"non-finite weights at step {it}: not saved")
         meta = {
             "scaler": self.scaler.state_dict(),
+            "dtype": str(self.dtype).removeprefix("torch."),
             "model_args": self.model_cfg.to_dict(),
             "config": asdict(self.cfg),
             "iter_num": it,

@@ -36,6 +36,7 @@ def tiny_args(data_dir, out_dir, **overrides):
         warmup_iters=2,
         learning_rate=1e-3,
         device="cpu",
+        dtype="float32",  # not 'auto', which measures bf16 against float32 on CPUs with native bf16
         compile=False,
         cpu_peak_flops=1e11,
     )

@@ -14,6 +14,7 @@ import torch
 from helpers import error_of, records, tiny_args, torchrun
 
 import checkpoint
+import hardware
 import train
 from configurator import ConfigError, parse
 from model import GPTConfig
@@ -307,3 +308,33 @@ def test_the_official_identity_arm_plans_a_600k_cosine():
     ratio = (60_000 - 2_000) / (600_000 - 2_000)  # warmup 2000, peak 6e-4, floor 6e-5
     expected = 6e-5 + 0.5 * (1 + math.cos(math.pi * ratio)) * (6e-4 - 6e-5)
     assert train.lr_at(60_000, cfg) == pytest.approx(expected) and round(expected, 5) == 5.9e-4
+
+
+def test_dtype_auto_on_a_cpu_picks_bf16_only_where_native_and_measured_faster(monkeypatch):
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
+    assert hardware.choose_cpu_dtype(lambda dtype: 1 / 0)[0] == torch.float32  # not even measured
+
+    def slow_in(slow_dtype):
+        return lambda dtype: time.sleep(0.05 if dtype == slow_dtype else 0.001)
+
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    assert hardware.choose_cpu_dtype(slow_in(torch.float32))[0] == torch.bfloat16
+    assert hardware.choose_cpu_dtype(slow_in(torch.bfloat16))[0] == torch.float32
+
+
+def test_dtype_auto_is_measured_once_and_kept_by_a_resume(data_dir, tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def measured(step):
+        step(torch.float32)  # the measurement runs a real micro-step of the run's model
+        calls.append(1)
+        return torch.bfloat16, "bfloat16 (measured faster)"
+
+    monkeypatch.setattr(train, "choose_cpu_dtype", measured)
+    train.main(tiny_args(data_dir, tmp_path, dtype="auto", max_iters=4))
+    assert "dtype=auto: bfloat16" in capsys.readouterr().out
+    assert checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16" and calls == [1]
+    train.main(tiny_args(data_dir, tmp_path, dtype="auto", init_from="resume"))  # the run's choice, not measured
+    assert calls == [1] and checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16"
+    train.main(tiny_args(data_dir, tmp_path / "fixed", dtype="float32", max_iters=2))
+    assert calls == [1] and checkpoint.load(tmp_path / "fixed" / "ckpt.pt")["dtype"] == "float32"
