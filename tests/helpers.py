@@ -64,10 +64,10 @@ def snapshot(directory):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(directory).iterdir() if p.is_file()}
 
 
-def torchrun(script, args, timeout, *launcher_flags):
+def torchrun(script, args, timeout, *launcher_flags, fails=False):
     """(stdout, stderr) of `torchrun --standalone --nproc_per_node=2 FLAGS script ARGS` on CPU, which must
-    succeed. A hang kills the launcher's session and the workers (torchrun starts them in sessions of
-    their own), then fails the test with the output so far."""
+    succeed (or, with fails=True, fail). A hang kills the launcher's session and the workers (torchrun
+    starts them in sessions of their own), then fails the test with the output so far."""
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *launcher_flags]
@@ -86,7 +86,7 @@ def torchrun(script, args, timeout, *launcher_flags):
         subprocess.run(["pkill", "-9", "-f", str(script)])
         out, err = p.communicate()
         pytest.fail(f"the 2-process job did not finish in {timeout} s; its output ends:\n{(out + err)[-3000:]}")
-    assert p.returncode == 0, err[-3000:]
+    assert (p.returncode != 0) == fails, err[-3000:]
     return out, err
 
 

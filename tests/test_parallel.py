@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, records, tiny_args, torchrun
+from helpers import error_of, records, snapshot, tiny_args, torchrun
 
 import bench
 import checkpoint
@@ -83,11 +83,27 @@ def test_fsdp_ddp_and_one_process_train_on_the_same_batches_to_the_same_losses(c
 
 
 @pytest.mark.slow
-def test_fsdp_with_every_addition_and_activation_checkpointing_matches_one_process(char_data, tmp_path):
+def test_fsdp_with_every_addition_activation_checkpointing_and_compile_matches_one_process(char_data, tmp_path):
     extra = dict(query_mode="identity", preproj=True, content_skip=True, lora_rank=2, n_kv_head=1, max_iters=4)
     train.main(tiny_args(char_data, tmp_path / "one", **extra))
     fsdp(char_data, tmp_path / "fsdp", activation_checkpointing=True, **extra)
     assert_same_losses(tmp_path / "fsdp", tmp_path / "one", 1e-5)
+    fsdp(char_data, tmp_path / "compiled", activation_checkpointing=True, compile=True, **extra)
+    assert_same_losses(tmp_path / "compiled", tmp_path / "one", 1e-5)
+
+
+@pytest.mark.slow
+def test_a_divergence_under_fsdp_stops_every_rank_and_keeps_the_sharded_checkpoint(char_data, tmp_path):
+    fsdp(char_data, tmp_path, max_iters=4)
+    pointer = tmp_path / checkpoint.SHARDED / checkpoint.LATEST
+    kept = (pointer.read_text(), snapshot(checkpoint.sharded_latest(tmp_path)))
+    blow_up = dict(learning_rate=1e30, warmup_iters=0, allow_schedule_change=True, grad_clip=0.0, eval_interval=1000)
+    args = tiny_args(char_data, tmp_path, parallelism="fsdp", init_from="resume", max_iters=100, **blow_up)
+    out, err = torchrun(ROOT / "train.py", args, 300, fails=True)
+    message = next(line for line in (out + err).splitlines() if "non-finite loss or gradient norm at step" in line)
+    step = int(message.split("at step ")[1].split(":")[0])
+    assert step > 4 and max(records(tmp_path, "loss")) == step - 1  # the bad step was neither applied nor logged
+    assert (pointer.read_text(), snapshot(checkpoint.sharded_latest(tmp_path))) == kept
 
 
 @pytest.mark.slow
