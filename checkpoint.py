@@ -101,16 +101,25 @@ def model_from(ckpt: dict, path, **overrides):
     from model import GPT
 
     model = GPT(model_config(ckpt, path, **overrides))
+    restore_weights(model, ckpt, path)
+    return model
+
+
+def restore_weights(model, ckpt: dict, path) -> None:
+    """Load a checkpoint's weights into model in place. Under FSDP each rank reads only its shards of a
+    sharded checkpoint, and keeps only its shard of a single file's whole tensors."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
+
     try:
         if "sharded" in ckpt:
-            state = model.state_dict()
+            state = get_model_state_dict(model)
             _dcp_load({"model": state}, ckpt["sharded"])
-            model.load_state_dict(state)
+            set_model_state_dict(model, state)
         else:
-            model.load_state_dict(clean_state_dict(ckpt["model"]))
-    except RuntimeError as e:
+            whole = StateDictOptions(full_state_dict=True)
+            set_model_state_dict(model, clean_state_dict(ckpt["model"]), options=whole)
+    except (RuntimeError, KeyError) as e:
         raise _mismatch(path, e) from None
-    return model
 
 
 def load_model(path):

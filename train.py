@@ -295,7 +295,9 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, run: RunDir):
             schedule_changed = any(m.startswith(tuple(SCHEDULE)) for m in mismatched)
             hint = " (a schedule change needs --allow_schedule_change=True)" if schedule_changed else ""
             raise ConfigError(f"cannot resume {path} with a different setup: {'; '.join(mismatched)}{hint}")
-        return checkpoint.model_from(ckpt, path, dropout=model_cfg.dropout), ckpt, ckpt["origin"]
+        # The weights are loaded once the model is spread (Trainer): under FSDP each rank reads its shards only.
+        model = GPT(checkpoint.model_config(ckpt, path, dropout=model_cfg.dropout))
+        return model, {**ckpt, "path": str(path)}, ckpt["origin"]
     if GPT.is_pretrained_source(mode):
         try:
             return GPT.from_pretrained(mode, **probe), None, mode
@@ -404,6 +406,7 @@ class Trainer:
         self.optimizer = make_optimizer(model, cfg, d.device_type)
         self.start, self.last_saved, self.best_val = 0, None, math.inf
         if ckpt is not None:
+            checkpoint.restore_weights(model, ckpt, ckpt["path"])
             checkpoint.restore_optimizer(model, self.optimizer, ckpt)
             self.scaler.load_state_dict(ckpt["scaler"])
             self.start = self.last_saved = ckpt["iter_num"]
