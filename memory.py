@@ -9,8 +9,11 @@ run keep a log-sum-exp per row instead, which is what is counted. The peak adds 
 holds on top: the logits' gradient, or, with activation checkpointing, one block recomputed.
 """
 
+from dataclasses import replace
+
 import torch
 
+import parallel
 from model import GPT
 
 GiB = 2**30
@@ -37,8 +40,6 @@ def saved_bytes(model, batch_size: int, seq_len: int) -> int:
 
 def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointing: bool) -> dict:
     """Saved activations and the backward's peak on top of the parameters, for one micro-batch."""
-    import parallel
-
     with torch.device("meta"):
         model = GPT(model_cfg).to(dtype)
     T, d = model_cfg.block_size, model_cfg.n_embd
@@ -59,8 +60,6 @@ def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointi
 
 
 def _truncated(model_cfg, dtype, n_layer: int):
-    from dataclasses import replace
-
     with torch.device("meta"):
         return GPT(replace(model_cfg, n_layer=n_layer)).to(dtype)
 

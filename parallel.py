@@ -5,7 +5,7 @@ and optimizer state and gathers a block's parameters only while it computes; and
 checkpointing per block, with either.
 
 FSDP shards each transformer block and then the root (embeddings, final norm, head), as torchtitan does.
-Under bf16 or fp16 autocast the gathered parameters are bf16 and gradients are reduced in float32
+Under bf16 compute the gathered parameters are bf16 and gradients are reduced in float32
 (MixedPrecisionPolicy); the sharded parameters, which the optimizer updates, stay in param_dtype.
 """
 

@@ -619,6 +619,8 @@ class Trainer:
 def run(argv):
     cfg, model_cfg = parse(argv, TrainConfig, GPTConfig, doc=__doc__, prog="train.py")
     if cfg.dry_run:
+        if GPT.is_pretrained_source(cfg.init_from):
+            raise ConfigError(f"dry_run estimates a model built from the config, not init_from={cfg.init_from!r}")
         print_estimate(cfg, model_cfg, cfg.dry_run)
         return
     d = setup_distributed(cfg)
