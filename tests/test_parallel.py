@@ -137,6 +137,8 @@ def test_a_sharded_checkpoint_resumes_on_another_world_size_and_exports(char_dat
     train.main(tiny_args(char_data, tmp_path / "one_two", parallelism="fsdp", max_iters=4, **common))
     fsdp(char_data, tmp_path / "one_two", init_from="resume", **common)
     assert_same_losses(tmp_path / "one_two", tmp_path / "whole", 1e-6)
+    sample.main([f"--out_dir={tmp_path / 'one_two'}", "--device=cpu", "--num_samples=1", "--max_new_tokens=8"])
+    assert not (tmp_path / "one_two" / checkpoint.CHECKPOINT).exists()  # sampled from the shards themselves
     # a single file (one process, DDP's format) -> FSDP on 2 processes
     train.main(tiny_args(char_data, tmp_path / "file", max_iters=4, **common))
     fsdp(char_data, tmp_path / "file", init_from="resume", **common)
