@@ -3,10 +3,12 @@
 import hashlib
 import json
 import os
+import random
 import signal
 import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -57,6 +59,19 @@ def error_of(argv, main=train.main):
     message = str(e.value.code)
     assert message.startswith("error: ") and "\n" not in message, message
     return message
+
+
+def killed_at_random(script, rounds, seconds):
+    """Run a Python script that prints 'ready' then writes checkpoints forever, SIGKILL it after a random
+    time in the range seconds, rounds times; yields after each kill."""
+    rng = random.Random(0)
+    for _ in range(rounds):
+        p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(*seconds))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        yield
 
 
 def snapshot(directory):

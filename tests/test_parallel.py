@@ -3,17 +3,12 @@
 
 import gc
 import json
-import random
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, records, snapshot, tiny_args, torchrun
+from helpers import error_of, killed_at_random, records, snapshot, tiny_args, torchrun
 
 import bench
 import checkpoint
@@ -174,13 +169,7 @@ def test_sigkill_during_sharded_saves_leaves_the_previous_checkpoint_loadable(tm
                 model.weight.fill_(step)
             checkpoint.save_sharded({str(tmp_path)!r}, {{"iter_num": step}}, model, optimizer, keep=False)
     """)
-    rng = random.Random(0)
-    for _ in range(5):
-        p = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
-        assert p.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.3, 1.5))
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+    for _ in killed_at_random(writer, rounds=5, seconds=(0.3, 1.5)):
         latest = checkpoint.sharded_latest(tmp_path)
         step = checkpoint.load(latest, ())["iter_num"]
         weight = torch.empty(2000, 1000)

@@ -1,8 +1,6 @@
 import hashlib
 import json
 import math
-import random
-import signal
 import subprocess
 import sys
 import textwrap
@@ -11,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, records, tiny_args, torchrun
+from helpers import error_of, killed_at_random, records, tiny_args, torchrun
 
 import checkpoint
 import hardware
@@ -99,13 +97,7 @@ def test_sigkill_during_checkpoint_writes_never_leaves_an_unloadable_checkpoint(
             v += 1
             checkpoint.save({{"model": {{"w": big + v}}, "model_args": {{}}, "version": v}}, path)
     """)
-    rng = random.Random(0)
-    for _ in range(4):
-        p = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
-        assert p.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.6))
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+    for _ in killed_at_random(writer, rounds=4, seconds=(0.05, 0.6)):
         ckpt = checkpoint.load(tmp_path / "ckpt.pt")
         assert torch.all(ckpt["model"]["w"] == ckpt["version"])
 
