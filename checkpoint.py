@@ -189,7 +189,7 @@ def latest(out_dir) -> Path | None:
 
 def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
     """Collective: every rank writes its shards of the model and optimizer. meta (iter_num, config, ...)
-    goes to run.pt. The previous checkpoint is deleted once this one is named, unless it is to be kept."""
+    goes to run.pt. Older step directories are deleted once this one is named, unless they are to be kept."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -219,10 +219,24 @@ def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
             raise
         kept = f"{previous} is kept" if previous else "no earlier checkpoint exists"
         raise WriteError(f"could not write the sharded checkpoint {final} ({type(e).__name__}: {e}); {kept}") from None
-    if _master() and previous is not None and previous != final and not load(previous, ()).get("keep"):
-        shutil.rmtree(previous, ignore_errors=True)
+    if _master():
+        _prune(root, final)
     _barrier()
     return final
+
+
+def _prune(root: Path, newest: Path) -> None:
+    """Remove every step directory but the newest and the kept ones: also those a kill left behind (a
+    partial save, or a previous step whose successor was named but not yet cleaned up)."""
+    for d in root.glob("step_*"):
+        if d == newest or not d.is_dir():
+            continue
+        try:
+            kept = not d.name.endswith(".partial") and bool(load(d, ()).get("keep"))
+        except CheckpointError:  # no readable run.pt: never a complete checkpoint
+            kept = False
+        if not kept:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def restore_optimizer(model, optimizer, ckpt: dict) -> None:
