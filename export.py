@@ -35,6 +35,13 @@ def export(out_dir, out=None) -> Path:
     checkpoint.restore_optimizer(model, optimizer, ckpt)
     meta = {k: v for k, v in ckpt.items() if k not in ("sharded", "keep")}
     target = Path(out) if out else Path(out_dir) / checkpoint.CHECKPOINT
+    if target.exists() and checkpoint.latest(out_dir) == target and target != source:
+        newer = checkpoint.load(target, ("iter_num",))["iter_num"]
+        if newer > ckpt["iter_num"]:
+            raise UserError(
+                f"{target} holds step {newer}, newer than the sharded step {ckpt['iter_num']}: "
+                "export elsewhere with --out=FILE"
+            )
     checkpoint.save({**meta, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, target)
     return target
 

@@ -187,11 +187,13 @@ def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
     train.main(tiny_args(char_data, tmp_path / "run", parallelism="fsdp", max_iters=4))
     pointer = tmp_path / "run" / checkpoint.SHARDED / checkpoint.LATEST
     assert "--init_from=resume" in error_of(tiny_args(char_data, tmp_path / "run"))  # nothing is overwritten
+    train.main(tiny_args(char_data, tmp_path / "run", init_from="resume"))  # on as DDP: ckpt.pt at step 8
+    before = snapshot(tmp_path / "run")
+    assert "newer than the sharded step 4" in error_of([f"--out_dir={tmp_path / 'run'}"], main=export.main)
+    assert snapshot(tmp_path / "run") == before
     pointer.write_text("{")
     assert "latest.json is damaged" in error_of(tiny_args(char_data, tmp_path / "run", init_from="resume"))
-    with pytest.raises(SystemExit) as e:
-        export.main([f"--out_dir={tmp_path / 'nothing'}"])
-    assert "holds no sharded checkpoint" in str(e.value.code)
+    assert "holds no sharded checkpoint" in error_of([f"--out_dir={tmp_path / 'nothing'}"], main=export.main)
 
 
 # ---- the memory estimate ----------------------------------------------------------------------------
