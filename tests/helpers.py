@@ -79,13 +79,13 @@ def snapshot(directory):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(directory).iterdir() if p.is_file()}
 
 
-def torchrun(script, args, timeout, *launcher_flags, fails=False):
-    """(stdout, stderr) of `torchrun --standalone --nproc_per_node=2 FLAGS script ARGS` on CPU, which must
+def torchrun(script, args, timeout, *launcher_flags, fails=False, nproc=2):
+    """(stdout, stderr) of `torchrun --standalone --nproc_per_node=NPROC FLAGS script ARGS`, which must
     succeed (or, with fails=True, fail). A hang kills the launcher's session and the workers (torchrun
     starts them in sessions of their own), then fails the test with the output so far."""
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *launcher_flags]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *launcher_flags]
     p = subprocess.Popen(
         [*cmd, str(script), *args],
         env=env,

@@ -3,10 +3,13 @@ python -m pytest -q tests/test_gpu.py && python bench.py
 """
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
+from helpers import torchrun
 
+import checkpoint
 import train
 from model import GPT, QUERY_MODES, GPTConfig
 
@@ -67,3 +70,37 @@ def test_kv_cache_parity_on_gpu(mode, monkeypatch):
     assert torch.equal(
         model.generate(prompt, 70, temperature=0), model.generate(prompt, 70, temperature=0, use_cache=False)
     )
+
+
+def test_fsdp_bf16_compiled_with_activation_checkpointing_on_gpus(char_data, tmp_path):
+    """FSDP2 with bf16 gathered parameters and float32 reduction, compiled blocks and activation
+    checkpointing, on up to 2 GPUs (NCCL); then a resume from its sharded checkpoint."""
+    args = [
+        f"--dataset={char_data}",
+        f"--out_dir={tmp_path}",
+        "--parallelism=fsdp",
+        "--activation_checkpointing=True",
+        "--compile=True",
+        "--query_mode=residual_gelu",
+        "--n_layer=2",
+        "--n_head=4",
+        "--n_embd=128",
+        "--block_size=64",
+        "--vocab_size=65",
+        "--batch_size=8",
+        "--gradient_accumulation_steps=4",
+        "--lr_decay_iters=50",
+        "--eval_interval=40",
+        "--eval_iters=4",
+        "--warmup_iters=5",
+        "--learning_rate=1e-3",
+    ]
+    nproc = min(2, torch.cuda.device_count())
+    root = Path(__file__).resolve().parents[1]
+    torchrun(root / "train.py", [*args, "--max_iters=40"], 600, nproc=nproc)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    val = [r["val_loss"] for r in map(json.loads, lines) if "val_loss" in r]
+    assert val[-1] < val[0] - 0.5
+    assert checkpoint.sharded_latest(tmp_path).name == "step_000040"
+    torchrun(root / "train.py", [*args, "--max_iters=50", "--init_from=resume"], 600, nproc=nproc)
+    assert checkpoint.sharded_latest(tmp_path).name == "step_000050"
