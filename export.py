@@ -15,12 +15,11 @@ from pathlib import Path
 
 import checkpoint
 from configurator import UserError, cli_main
+from train import TrainConfig, freeze_pretrained, make_optimizer
 
 
 def export(out_dir, out=None) -> Path:
     """Write the newest sharded checkpoint of out_dir as one file; returns its path."""
-    from train import TrainConfig, freeze_pretrained, make_optimizer
-
     source = checkpoint.sharded_latest(out_dir)
     if source is None:
         raise UserError(

@@ -16,30 +16,32 @@ from model import GPT, QUERY_MODES, GPTConfig
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
+def gpu_args(data, out_dir, **overrides):
+    """train.py options of a 2-layer, 128-wide residual_gelu character model on the GPU."""
+    args = dict(
+        dataset=data,
+        out_dir=out_dir,
+        query_mode="residual_gelu",
+        n_layer=2,
+        n_head=4,
+        n_embd=128,
+        block_size=64,
+        vocab_size=65,
+        batch_size=8,
+        gradient_accumulation_steps=2,
+        max_iters=40,
+        eval_interval=40,
+        eval_iters=4,
+        warmup_iters=5,
+        learning_rate=1e-3,
+    )
+    args.update(overrides)
+    return [f"--{k}={v}" for k, v in args.items()]
+
+
 @pytest.mark.parametrize("dtype,compile", [("bfloat16", True), ("float16", False)])
 def test_training_on_gpu(char_data, tmp_path, dtype, compile):
-    train.main(
-        [
-            f"--dataset={char_data}",
-            f"--out_dir={tmp_path}",
-            "--device=cuda",
-            f"--dtype={dtype}",
-            f"--compile={compile}",
-            "--query_mode=residual_gelu",
-            "--n_layer=2",
-            "--n_head=4",
-            "--n_embd=128",
-            "--block_size=64",
-            "--vocab_size=65",
-            "--batch_size=8",
-            "--gradient_accumulation_steps=2",
-            "--max_iters=40",
-            "--eval_interval=40",
-            "--eval_iters=4",
-            "--warmup_iters=5",
-            "--learning_rate=1e-3",
-        ]
-    )
+    train.main(gpu_args(char_data, tmp_path, device="cuda", dtype=dtype, compile=compile))
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     val = [r["val_loss"] for r in records if "val_loss" in r]
     assert val[-1] < val[0] - 0.5
@@ -75,29 +77,18 @@ def test_kv_cache_parity_on_gpu(mode, monkeypatch):
 def test_fsdp_bf16_compiled_with_activation_checkpointing_on_gpus(char_data, tmp_path):
     """FSDP2 with bf16 gathered parameters and float32 reduction, compiled blocks and activation
     checkpointing, on up to 2 GPUs (NCCL); then a resume from its sharded checkpoint."""
-    args = [
-        f"--dataset={char_data}",
-        f"--out_dir={tmp_path}",
-        "--parallelism=fsdp",
-        "--activation_checkpointing=True",
-        "--compile=True",
-        "--query_mode=residual_gelu",
-        "--n_layer=2",
-        "--n_head=4",
-        "--n_embd=128",
-        "--block_size=64",
-        "--vocab_size=65",
-        "--batch_size=8",
-        "--gradient_accumulation_steps=4",
-        "--lr_decay_iters=50",
-        "--eval_interval=40",
-        "--eval_iters=4",
-        "--warmup_iters=5",
-        "--learning_rate=1e-3",
-    ]
+    args = gpu_args(
+        char_data,
+        tmp_path,
+        parallelism="fsdp",
+        activation_checkpointing=True,
+        compile=True,
+        gradient_accumulation_steps=4,
+        lr_decay_iters=50,
+    )
     nproc = min(2, torch.cuda.device_count())
     root = Path(__file__).resolve().parents[1]
-    torchrun(root / "train.py", [*args, "--max_iters=40"], 600, nproc=nproc)
+    torchrun(root / "train.py", args, 600, nproc=nproc)
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     val = [r["val_loss"] for r in map(json.loads, lines) if "val_loss" in r]
     assert val[-1] < val[0] - 0.5
