@@ -7,11 +7,14 @@
 
 Modes are measured in interleaved rounds (every mode once per round, `repeats` rounds), so drifts in
 clock speed or load hit all modes alike; the table shows the median and the min-max spread over rounds.
-Synthetic token ids are used: timing does not depend on the data. Under torchrun with --parallelism=ddp
-or fsdp, each mode's model is spread as train.py spreads it (parallel.py) and only the training step is
-timed (batch_size rows per process); rank 0 reports.
+Synthetic token ids are used: timing does not depend on the data. Prefill and decode run as sample.py
+runs them (on a CPU in the weights' own dtype, decode_dtype=auto measured on linear), and the whole
+generation is also timed without the cache, as nanoGPT's generate runs (the training dtype). Under
+torchrun with --parallelism=ddp or fsdp, each mode's model is spread as train.py spreads it (parallel.py)
+and only the training step is timed (batch_size rows per process); rank 0 reports.
 """
 
+import copy
 import json
 import os
 import statistics
@@ -27,6 +30,7 @@ from atomic import atomic_write_text
 from configurator import ConfigError, cli_main, parse
 from hardware import autocast, peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
+from sample import decoding_precision
 
 ARMS = (*QUERY_MODES, "wide_mlp")  # wide_mlp: linear queries, mlp_ratio 4.75 (model.GPTConfig reads the name)
 
@@ -46,6 +50,7 @@ class BenchConfig:
     prompt_len: int | None = None  # None: 256, or block_size // 2 if smaller
     decode_tokens: int | None = None  # None: 64, or what fits after the prompt
     recompute: bool = True  # also time generation without the cache (linear only), as nanoGPT generates
+    decode_dtype: str = "auto"  # prefill and decode as sample.py runs them (on a CPU, auto is measured on linear)
     device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
     dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
     compile: bool | None = None  # None: on for CUDA
@@ -68,7 +73,7 @@ def timed(fn, device):
 class Subject:
     """One query mode's model, optimizer and inputs, kept across rounds (compiled once)."""
 
-    def __init__(self, mode, cfg, device, dtype):
+    def __init__(self, mode, cfg, device, dtype, decode_dtype):
         torch.manual_seed(0)
         self.model = GPT(GPTConfig(**PRESETS[cfg.preset], query_mode=mode)).to(device)
         self.params = self.model.num_params()
@@ -82,6 +87,10 @@ class Subject:
         self.x = torch.randint(0, vocab, (cfg.batch_size, bs), generator=gen).to(device)
         self.prompt = torch.randint(0, vocab, (1, cfg.prompt_len), generator=gen).to(device)
         self.cfg, self.device = cfg, device
+        if decode_dtype is not None:  # decoding is timed (one process): a copy of the model in its own dtype
+            self.decoder, self.decode_ctx, self.decode_dtype, self.decode_why = decoding_precision(
+                copy.deepcopy(self.model).eval(), device, decode_dtype
+            )
 
     def train_step(self):
         with self.ctx:
@@ -92,29 +101,32 @@ class Subject:
 
     @torch.no_grad()
     def inference(self):
-        """(prefill seconds, decode tokens/s) for one prompt with the KV cache."""
-        self.model.eval()
-        cache = KVCache(self.model.config, 1, self.device)
-        with self.ctx:
-            prefill = timed(lambda: self.model(self.prompt, cache=cache, last_only=True), self.device)
+        """(prefill seconds, decode tokens/s) for one prompt with the KV cache, as sample.py decodes."""
+        cache = KVCache(self.decoder.config, 1, self.device, self.decoder.lm_head.weight.dtype)
+        with self.decode_ctx:
+            prefill = timed(lambda: self.decoder(self.prompt, cache=cache, last_only=True), self.device)
             tok = self.prompt[:, -1:]
             decode = timed(
-                lambda: [self.model(tok, cache=cache, last_only=True) for _ in range(self.cfg.decode_tokens)],
+                lambda: [self.decoder(tok, cache=cache, last_only=True) for _ in range(self.cfg.decode_tokens)],
                 self.device,
             )
-        self.model.train()
         return prefill, self.cfg.decode_tokens / decode
 
     @torch.no_grad()
-    def recompute_rate(self):
-        self.model.eval()
-        with self.ctx:
-            t = timed(
-                lambda: self.model.generate(self.prompt, self.cfg.decode_tokens, temperature=0, use_cache=False),
-                self.device,
-            )
+    def recompute_rates(self):
+        """Tokens/s generating without the cache: as nanoGPT's generate (the training model and dtype, which
+        is float32 on a CPU), and in the decode dtype."""
+        rates = {}
+        for key, model, ctx in (("as_nanogpt", self.model, self.ctx), ("decode_dtype", self.decoder, self.decode_ctx)):
+            model.eval()
+            with ctx:
+                t = timed(
+                    lambda m=model: m.generate(self.prompt, self.cfg.decode_tokens, temperature=0, use_cache=False),
+                    self.device,
+                )
+            rates[key] = self.cfg.decode_tokens / t
         self.model.train()
-        return self.cfg.decode_tokens / t
+        return rates
 
 
 def summary(values):
@@ -145,13 +157,17 @@ def measure(cfg: BenchConfig):
     infer = cfg.parallelism == "none"  # a sharded model decoding one stream measures nothing of use
 
     subjects = {}
-    for m in cfg.modes:  # warm-up: compilation, allocator, caches
+    decode_dtype = cfg.decode_dtype if infer else None
+    for m in sorted(cfg.modes, key=lambda m: m != "linear"):  # warm-up: compilation, allocator, caches
         say(f"warming up {m} ...")
-        subjects[m] = s = Subject(m, cfg, device, dtype)
+        subjects[m] = s = Subject(m, cfg, device, dtype, decode_dtype)
         s.train_step()
-        if infer:
+        if infer:  # every mode decodes in the dtype chosen for linear
+            decode_dtype = str(s.decode_dtype).removeprefix("torch.")
             s.inference()
-    raw = {m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "peak_mem": None} for m in cfg.modes}
+    raw = {
+        m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "recompute": [], "peak_mem": None} for m in cfg.modes
+    }
     for r in range(cfg.repeats):
         for m, s in subjects.items():
             if device_type == "cuda":
@@ -163,6 +179,8 @@ def measure(cfg: BenchConfig):
                 prefill, decode = s.inference()
                 raw[m]["prefill_s"].append(prefill)
                 raw[m]["decode_tok_s"].append(decode)
+            if infer and cfg.recompute and m == "linear":
+                raw[m]["recompute"].append(s.recompute_rates())
         say(f"round {r + 1}/{cfg.repeats} done")
 
     world = dist.get_world_size() if dist.is_initialized() else 1
@@ -195,9 +213,26 @@ def measure(cfg: BenchConfig):
         "peak_source": peak_source,
         "results": results,
     }
-    if cfg.recompute and infer:
-        report["linear_generate_no_cache_tokens_per_s"] = subjects["linear"].recompute_rate()
+    if infer:
+        linear = subjects["linear"]
+        report["decode_dtype"] = str(linear.decode_dtype)
+        report["decode_dtype_why"] = linear.decode_why
+    if infer and cfg.recompute:
+        report["generation"] = generation(cfg, raw["linear"])
     return report
+
+
+def generation(cfg: BenchConfig, linear) -> dict:
+    """Linear's whole generation of decode_tokens after the prompt, with the KV cache (prefill + decode)
+    and without it, per round: tokens/s and the cache's speed-up, paired within each round."""
+    n = cfg.decode_tokens
+    cached = [n / (p + n / d) for p, d in zip(linear["prefill_s"], linear["decode_tok_s"])]
+    out = {"cached_tokens_per_s": summary(cached)}
+    for key in ("as_nanogpt", "decode_dtype"):
+        rates = [r[key] for r in linear["recompute"]]
+        out[f"no_cache_{key}_tokens_per_s"] = summary(rates)
+        out[f"speedup_over_no_cache_{key}"] = summary([c / r for c, r in zip(cached, rates)])
+    return out
 
 
 def setup(cfg: BenchConfig) -> str:
@@ -251,17 +286,18 @@ def markdown(report):
             f"| {spread(p, 1e3)} | {spread(r['prefill_ratio'], digits=3)} "
             f"| {spread(d)} | {spread(r['decode_ratio'], digits=3)} |"
         )
-    if "linear_generate_no_cache_tokens_per_s" in report:
-        rate = report["linear_generate_no_cache_tokens_per_s"]
-        r = report["results"]["linear"]
-        cached = c["decode_tokens"] / (
-            r["prefill_s"]["median"] + c["decode_tokens"] / r["decode_tokens_per_s"]["median"]
-        )
+    if "generation" in report:
+        g, decode_dtype = report["generation"], report["decode_dtype"].removeprefix("torch.")
         lines += [
             "",
-            f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end: {rate:.2f} tokens/s "
-            f"recomputing the context each token, {cached:.1f} tokens/s with the KV cache "
-            f"({cached / rate:.1f}x)",
+            f"Decoding dtype: {decode_dtype}"
+            + (f" ({report['decode_dtype_why']})." if report["decode_dtype_why"] else "."),
+            f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end, tokens/s: "
+            f"{spread(g['cached_tokens_per_s'])} with the KV cache; recomputing the context for each token "
+            f"{spread(g['no_cache_as_nanogpt_tokens_per_s'], digits=2)} as nanoGPT's generate "
+            f"({report['dtype'].removeprefix('torch.')}: {spread(g['speedup_over_no_cache_as_nanogpt'])}x), "
+            f"{spread(g['no_cache_decode_dtype_tokens_per_s'], digits=2)} in {decode_dtype} "
+            f"({spread(g['speedup_over_no_cache_decode_dtype'])}x).",
         ]
     return "\n".join(lines)
 

@@ -68,10 +68,12 @@ def cpu_has_native_bf16() -> bool:
     return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
-def choose_cpu_dtype(step, margin: float = 0.9, repeats: int = 3) -> tuple[torch.dtype, str]:
-    """float32 or bfloat16 for training on this CPU, by measurement: bf16 only where the CPU has native bf16
-    and step(dtype) (one forward and backward; the best of repeats) takes under margin x float32's time.
-    Which is faster depends on the model's size as much as on the CPU, so it is measured, not assumed."""
+def choose_cpu_dtype(
+    step, what: str = "a training micro-step", margin: float = 0.9, repeats: int = 3
+) -> tuple[torch.dtype, str]:
+    """float32 or bfloat16 on this CPU, by measurement: bf16 only where the CPU has native bf16 and step(dtype)
+    (what: one training micro-step, or one decode step; the best of repeats) takes under margin x float32's
+    time. Which is faster depends on the model's size as much as on the CPU, so it is measured, not assumed."""
     if not cpu_has_native_bf16():
         return torch.float32, "float32 (this CPU has no native bf16)"
     seconds = {torch.float32: [], torch.bfloat16: []}
@@ -81,7 +83,7 @@ def choose_cpu_dtype(step, margin: float = 0.9, repeats: int = 3) -> tuple[torch
         seconds[dtype].append(time.perf_counter() - t)
     fp32, bf16 = (min(seconds[dtype][1:]) for dtype in (torch.float32, torch.bfloat16))
     chosen = torch.bfloat16 if bf16 < margin * fp32 else torch.float32
-    measured = f"a training micro-step measured {bf16 * 1e3:.0f} ms in bf16, {fp32 * 1e3:.0f} ms in float32"
+    measured = f"{what} measured {bf16 * 1e3:.0f} ms in bf16, {fp32 * 1e3:.0f} ms in float32"
     return chosen, f"{str(chosen).removeprefix('torch.')} ({measured})"
 
 

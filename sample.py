@@ -7,8 +7,10 @@ The tokenizer is the one the run was trained with (its dataset's meta.json, stor
 GPT-2 weights use GPT-2 BPE. temperature=0 is greedy decoding (one sample: every greedy sample is the same).
 """
 
+import copy
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import torch
 
 from checkpoint import load_for_inference
 from configurator import ConfigError, cli_main, parse
-from hardware import autocast, resolve_device, resolve_dtype
+from hardware import autocast, choose_cpu_dtype, resolve_device, resolve_dtype
 from tokenizer import codec, tokenizer_vocab
 
 
@@ -32,7 +34,7 @@ class SampleConfig:
     seed: int = 1337  # the sampling generator's seed
     use_cache: bool = True  # KV cache; False recomputes the whole context per token (as nanoGPT)
     device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
-    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
+    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'; on a CPU, the weights' dtype (auto: measured)
     compile: bool = False  # accepted for nanoGPT's command lines; decoding here is not compiled
 
     def __post_init__(self):
@@ -54,19 +56,47 @@ def read_prompt(start: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def decoding_precision(model, device: str, name: str, rows: int = 1):
+    """(model, autocast context, dtype, why or None) to decode rows streams with. A GPU keeps the float32 weights
+    under autocast. A CPU casts the weights themselves: a decode step reads every weight once, so bf16 weights
+    halve the bytes it reads, where autocast would read float32 and cast on every call. dtype=auto on a CPU
+    measures one decode step of rows tokens in float32 and bf16 (hardware.choose_cpu_dtype): bf16 is faster
+    only on CPUs with native bf16 and where this PyTorch's kernels use it. model is cast in place."""
+    device_type = device.split(":")[0]
+    if device_type != "cpu":
+        dtype = resolve_dtype(name, device_type)
+        return model, autocast(device, dtype), dtype, None
+    if name != "auto":
+        dtype = resolve_dtype(name, "cpu")
+        return model.to(dtype), nullcontext(), dtype, None
+    models = {torch.float32: model.float()}
+    tokens = torch.zeros(rows, 1, dtype=torch.long)
+
+    @torch.no_grad()
+    def decode_step(dtype):
+        if dtype not in models:
+            models[dtype] = copy.deepcopy(model).to(dtype)
+        models[dtype](tokens, last_only=True)
+
+    dtype, why = choose_cpu_dtype(decode_step, what=f"a decode step of {rows} token(s)")
+    return models[dtype], nullcontext(), dtype, why
+
+
 def generate(cfg: SampleConfig):
     """The samples as strings, and the generated tokens per second."""
     prompt = read_prompt(cfg.start)  # before loading a model: a typo costs no minutes
     if not prompt:
         raise ConfigError("the prompt is empty: pass --start=TEXT")
     device = resolve_device(cfg.device)
-    dtype = resolve_dtype(cfg.dtype, device.split(":")[0])
+    resolve_dtype(cfg.dtype, device.split(":")[0])  # a typo costs no minutes either
     num_samples = cfg.num_samples
     if cfg.temperature == 0 and num_samples > 1:
         print(f"greedy decoding (temperature=0) gives one sample, not {num_samples} identical ones", file=sys.stderr)
         num_samples = 1
     model, meta = load_for_inference(cfg.init_from, cfg.out_dir)
-    model.eval().to(device)
+    model, ctx, _, why = decoding_precision(model.eval().to(device), device, cfg.dtype, num_samples)
+    if why:
+        print(f"dtype=auto: {why}", file=sys.stderr)
     encode, decode = codec(meta)
     try:
         ids = encode(prompt)
@@ -80,7 +110,7 @@ def generate(cfg: SampleConfig):
     x = torch.tensor([ids], dtype=torch.long, device=device)
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     t0 = time.perf_counter()
-    with autocast(device, dtype):  # all samples decode as one batch: each step reads the weights once for all
+    with ctx:  # all samples decode as one batch: each step reads the weights once for all
         y = model.generate(
             x.expand(num_samples, -1),
             cfg.max_new_tokens,

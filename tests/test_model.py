@@ -1,10 +1,11 @@
+import copy
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from model import GPT, QUERY_MODES, GPTConfig, KVCache
+from model import GPT, QUERY_MODES, GPTConfig, KVCache, Linear
 
 TINY = dict(block_size=32, vocab_size=67, n_layer=2, n_head=4, n_embd=32)
 VARIANTS = [  # (pos_embedding, n_kv_head): learned and rotary positions, full and grouped K/V heads
@@ -145,9 +146,10 @@ def test_query_mlp_init_and_gradients():
 
 @pytest.mark.parametrize("mode", QUERY_MODES)
 @pytest.mark.parametrize("pos,kv", VARIANTS)
-def test_kv_cache_matches_recomputation(mode, pos, kv):
+@pytest.mark.parametrize("batch", [1, 2])  # one stream decodes through Linear's one-row path
+def test_kv_cache_matches_recomputation(mode, pos, kv, batch):
     model = tiny(mode, pos_embedding=pos, n_kv_head=kv)
-    prompt = torch.randint(0, TINY["vocab_size"], (2, 5))
+    prompt = torch.randint(0, TINY["vocab_size"], (batch, 5))
     # 40 new tokens run past block_size=32, so the cache's refill path is exercised too.
     with_cache = model.generate(prompt, 40, temperature=0, use_cache=True)
     without = model.generate(prompt, 40, temperature=0, use_cache=False)
@@ -155,11 +157,51 @@ def test_kv_cache_matches_recomputation(mode, pos, kv):
 
     seq = with_cache[:, : TINY["block_size"]]
     full, _ = model(seq)
-    cache = KVCache(model.config, 2)
+    cache = KVCache(model.config, batch)
     model(seq[:, :9], cache=cache)  # prefill, then one token at a time, then a 3-token chunk
     steps = [model(seq[:, t : t + 1], cache=cache)[0] for t in range(9, 20)]
     steps.append(model(seq[:, 20:23], cache=cache)[0])
     torch.testing.assert_close(torch.cat(steps, dim=1), full[:, 9:23], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_of_one_row_is_x_times_w_transposed_plus_b(dtype, tol, bias):
+    torch.manual_seed(0)
+    layer = Linear(24, 40, bias=bias).to(dtype)
+    for shape in [(1, 1, 24), (1, 24), (24,), (3, 24)]:  # one row (addmv on a CPU), and several
+        x = torch.randn(shape).to(dtype)
+        expected = x.double() @ layer.weight.double().T + (layer.bias.double() if bias else 0)
+        y = layer(x)
+        assert y.shape == (*shape[:-1], 40) and y.dtype == dtype
+        torch.testing.assert_close(y.double(), expected, atol=tol, rtol=tol)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # float32 weights under autocast: nn.Linear's path
+        assert Linear(24, 40, bias=bias)(torch.randn(1, 24)).dtype == torch.bfloat16
+
+
+def test_bf16_decoding_is_within_its_documented_tolerance_of_float32():
+    """README: decoding with bf16 weights gives logits within 10 % of the float32 logits' standard deviation
+    at every position, so greedy tokens agree wherever float32's top two differ by more than twice that."""
+    model = tiny("residual_gelu", pos_embedding="rotary", preproj=True, content_skip=True)
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    prompt = torch.randint(0, TINY["vocab_size"], (1, 4))
+    seq = model.generate(prompt, TINY["block_size"] - 4, temperature=0)  # float32's greedy tokens
+    with torch.no_grad():
+        full = model(seq)[0][:, 3:]  # float32 logits at the positions that predict the generated tokens
+        cache = KVCache(half.config, 1, dtype=torch.bfloat16)
+        half(seq[:, :3], cache=cache)
+        steps = torch.cat([half(seq[:, t : t + 1], cache=cache)[0] for t in range(3, seq.size(1))], 1).float()
+    tol = 0.1 * full.std(dim=-1)
+    assert ((steps - full).abs() <= tol[..., None]).all()
+    top2 = full.topk(2, dim=-1).values
+    clear = top2[..., 0] - top2[..., 1] > 2 * tol
+    assert clear.float().mean() > 0.5  # most positions are decided: the next check has something to check
+    assert torch.equal(steps.argmax(-1)[clear], full.argmax(-1)[clear])
+    # Free-running, bf16 generates float32's tokens up to the first position that is not clearly decided.
+    agreed = 4 + int(clear[0].long().cumprod(0).sum())
+    torch.testing.assert_close(
+        half.generate(prompt, TINY["block_size"] - 4, temperature=0)[:, :agreed], seq[:, :agreed]
+    )
 
 
 def test_sampling_is_deterministic_for_a_generator_seed():

@@ -6,12 +6,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import bench
 import compare
 import sample
 import train
 import zeroshot
+from checkpoint import load_for_inference
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,8 +46,10 @@ def run_dir(tmp_path_factory, char_data):
 
 
 def samples(run_dir, *args):
+    """Decoded in float32 unless args say otherwise: dtype=auto's choice is timed, and these tests are not."""
     (cfg,) = sample.parse(
-        [f"--out_dir={run_dir}", "--num_samples=2", "--max_new_tokens=40", *args], sample.SampleConfig
+        [f"--out_dir={run_dir}", "--num_samples=2", "--max_new_tokens=40", "--dtype=float32", *args],
+        sample.SampleConfig,
     )
     return sample.generate(cfg)[0]
 
@@ -59,6 +63,29 @@ def test_sample_is_deterministic_for_a_seed(run_dir):
 def test_greedy_sampling_equal_with_and_without_cache(run_dir):
     args = ("--temperature=0", "--start=ROMEO:", "--max_new_tokens=60")  # 66 tokens: past block_size=32
     assert samples(run_dir, *args, "--use_cache=True") == samples(run_dir, *args, "--use_cache=False")
+
+
+@pytest.mark.parametrize("faster", [torch.float32, torch.bfloat16])
+def test_sample_on_a_cpu_decodes_with_the_weights_in_the_dtype_measured_faster(run_dir, monkeypatch, faster):
+    timed = []
+
+    def measured(step, what):  # both dtypes' decode steps run; the stub decides as if it had timed them
+        for dtype in (torch.float32, torch.bfloat16):
+            step(dtype)
+            timed.append(dtype)
+        return faster, f"{what}: stub"
+
+    monkeypatch.setattr(sample, "choose_cpu_dtype", measured)
+    model, _ = load_for_inference("resume", str(run_dir))
+    decoder, ctx, dtype, why = sample.decoding_precision(model, "cpu", "auto", rows=3)
+    assert timed == [torch.float32, torch.bfloat16] and why == "a decode step of 3 token(s): stub"
+    assert dtype == faster and {p.dtype for p in decoder.parameters()} == {faster}
+    greedy = ("--temperature=0", "--start=ROMEO:", "--max_new_tokens=20")
+    decoded = samples(run_dir, *greedy, "--dtype=auto")
+    if faster == torch.float32:  # the float32 choice decodes exactly as an explicit --dtype=float32
+        assert decoded == samples(run_dir, *greedy)
+    else:
+        assert decoded == samples(run_dir, *greedy, "--dtype=bfloat16")
 
 
 def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
@@ -111,7 +138,12 @@ def test_bench_tiny_preset_writes_json(tmp_path):
     assert nlq["train_ratio"]["samples"] == [a / b for a, b in steps]  # paired within each round
     assert len(nlq["train_step_s"]["samples"]) == 2 and nlq["decode_tokens_per_s"]["median"] > 0
     assert nlq["non_embedding_params"] > lin["non_embedding_params"]
-    assert report["linear_generate_no_cache_tokens_per_s"] > 0
+    g = report["generation"]  # with and without the cache, per round, paired
+    assert len(g["cached_tokens_per_s"]["samples"]) == 2
+    for key in ("as_nanogpt", "decode_dtype"):
+        pairs = zip(g["cached_tokens_per_s"]["samples"], g[f"no_cache_{key}_tokens_per_s"]["samples"])
+        assert g[f"speedup_over_no_cache_{key}"]["samples"] == [c / r for c, r in pairs]
+    assert report["decode_dtype"] in ("torch.float32", "torch.bfloat16")
 
 
 def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
