@@ -141,6 +141,8 @@ def measure(cfg: BenchConfig):
     unknown = [m for m in cfg.modes if m not in ARMS]
     if unknown or "linear" not in cfg.modes:
         raise ConfigError(f"modes={cfg.modes!r} must include 'linear' (the reference) and use only {ARMS}")
+    if cfg.decode_dtype not in ("auto", "float32", "bfloat16", "float16"):
+        raise ConfigError(f"decode_dtype={cfg.decode_dtype!r} is invalid: use auto, float32, bfloat16 or float16")
     device = setup(cfg)
     device_type = device.split(":")[0]
     dtype = resolve_dtype(cfg.dtype, device_type)

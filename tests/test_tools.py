@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import error_of
 
 import bench
 import compare
@@ -144,6 +145,7 @@ def test_bench_tiny_preset_writes_json(tmp_path):
         pairs = zip(g["cached_tokens_per_s"]["samples"], g[f"no_cache_{key}_tokens_per_s"]["samples"])
         assert g[f"speedup_over_no_cache_{key}"]["samples"] == [c / r for c, r in pairs]
     assert report["decode_dtype"] in ("torch.float32", "torch.bfloat16")
+    assert "decode_dtype='bf16' is invalid" in error_of(["--preset=tiny", "--decode_dtype=bf16"], main=bench.main)
 
 
 def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
