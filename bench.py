@@ -141,6 +141,9 @@ def measure(cfg: BenchConfig):
     unknown = [m for m in cfg.modes if m not in ARMS]
     if unknown or "linear" not in cfg.modes:
         raise ConfigError(f"modes={cfg.modes!r} must include 'linear' (the reference) and use only {ARMS}")
+    for field in ("repeats", "steps"):
+        if getattr(cfg, field) < 1:
+            raise ConfigError(f"{field}={getattr(cfg, field)} is invalid: it must be >= 1")
     if cfg.decode_dtype not in ("auto", "float32", "bfloat16", "float16"):
         raise ConfigError(f"decode_dtype={cfg.decode_dtype!r} is invalid: use auto, float32, bfloat16 or float16")
     device = setup(cfg)
@@ -155,7 +158,6 @@ def measure(cfg: BenchConfig):
         raise ConfigError(
             f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds block_size={block_size}"
         )
-    peak, peak_source = peak_flops(device, dtype, cfg.cpu_peak_flops)
     infer = cfg.parallelism == "none"  # a sharded model decoding one stream measures nothing of use
 
     subjects = {}
@@ -170,7 +172,10 @@ def measure(cfg: BenchConfig):
     raw = {
         m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "recompute": [], "peak_mem": None} for m in cfg.modes
     }
+    peaks = []  # per round: a CPU's measured peak drifts with its clock and load, as its steps do
     for r in range(cfg.repeats):
+        peak, peak_source = peak_flops(device, dtype, cfg.cpu_peak_flops)
+        peaks.append(peak)
         for m, s in subjects.items():
             if device_type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
@@ -194,7 +199,9 @@ def measure(cfg: BenchConfig):
             "non_embedding_params": s.params,
             "train_step_s": train,
             "train_tokens_per_s": tokens / train["median"],
-            "mfu": s.flops * tokens / train["median"] / (peak * world) if peak else None,
+            "mfu": summary([s.flops * tokens / t / (p * world) for t, p in zip(raw[m]["train_s"], peaks)])
+            if peak
+            else None,
             "peak_mem_bytes": raw[m]["peak_mem"],
             "prefill_s": summary(raw[m]["prefill_s"]),
             "decode_tokens_per_s": summary(raw[m]["decode_tok_s"]),
@@ -211,7 +218,7 @@ def measure(cfg: BenchConfig):
         "dtype": str(dtype),
         "processes": world,
         "torch": torch.__version__,
-        "peak_flops": peak,
+        "peak_flops": summary(peaks) if peak else None,
         "peak_source": peak_source,
         "results": results,
     }
@@ -280,7 +287,7 @@ def markdown(report):
     ]
     for m, r in report["results"].items():
         t, p, d = r["train_step_s"], r["prefill_s"], r["decode_tokens_per_s"]
-        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
+        mfu = f"{r['mfu']['median']:.1%}" if r["mfu"] is not None else "n/a"
         mem = f"{r['peak_mem_bytes'] / 2**30:.1f} GiB" if r["peak_mem_bytes"] else "n/a"
         lines.append(
             f"| {m} | {r['non_embedding_params'] / 1e6:.2f}M | {spread(t, 1e3)} "
@@ -294,12 +301,13 @@ def markdown(report):
             "",
             f"Decoding dtype: {decode_dtype}"
             + (f" ({report['decode_dtype_why']})." if report["decode_dtype_why"] else "."),
-            f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end, tokens/s: "
-            f"{spread(g['cached_tokens_per_s'])} with the KV cache; recomputing the context for each token "
-            f"{spread(g['no_cache_as_nanogpt_tokens_per_s'], digits=2)} as nanoGPT's generate "
-            f"({report['dtype'].removeprefix('torch.')}: {spread(g['speedup_over_no_cache_as_nanogpt'])}x), "
-            f"{spread(g['no_cache_decode_dtype_tokens_per_s'], digits=2)} in {decode_dtype} "
-            f"({spread(g['speedup_over_no_cache_decode_dtype'])}x).",
+            f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end: "
+            f"{spread(g['cached_tokens_per_s'])} tokens/s with the KV cache ({decode_dtype}); recomputing the "
+            f"context for each token instead: {spread(g['no_cache_as_nanogpt_tokens_per_s'], digits=2)} tokens/s "
+            f"as nanoGPT's generate ({report['dtype'].removeprefix('torch.')}), the cache "
+            f"{spread(g['speedup_over_no_cache_as_nanogpt'])}x faster; "
+            f"{spread(g['no_cache_decode_dtype_tokens_per_s'], digits=2)} tokens/s in {decode_dtype}, the cache "
+            f"{spread(g['speedup_over_no_cache_decode_dtype'])}x faster.",
         ]
     return "\n".join(lines)
 

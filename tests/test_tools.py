@@ -139,6 +139,9 @@ def test_bench_tiny_preset_writes_json(tmp_path):
     assert nlq["train_ratio"]["samples"] == [a / b for a, b in steps]  # paired within each round
     assert len(nlq["train_step_s"]["samples"]) == 2 and nlq["decode_tokens_per_s"]["median"] > 0
     assert nlq["non_embedding_params"] > lin["non_embedding_params"]
+    # MFU pairs each round's step time with that round's peak: with a configured peak, MFU x time is fixed
+    work = [u * t for u, t in zip(lin["mfu"]["samples"], lin["train_step_s"]["samples"])]
+    assert len(work) == 2 and work[0] == pytest.approx(work[1], rel=1e-12) and 0 < lin["mfu"]["median"]
     g = report["generation"]  # with and without the cache, per round, paired
     assert len(g["cached_tokens_per_s"]["samples"]) == 2
     for key in ("as_nanogpt", "decode_dtype"):
@@ -146,6 +149,7 @@ def test_bench_tiny_preset_writes_json(tmp_path):
         assert g[f"speedup_over_no_cache_{key}"]["samples"] == [c / r for c, r in pairs]
     assert report["decode_dtype"] in ("torch.float32", "torch.bfloat16")
     assert "decode_dtype='bf16' is invalid" in error_of(["--preset=tiny", "--decode_dtype=bf16"], main=bench.main)
+    assert "repeats=0 is invalid: it must be >= 1" in error_of(["--preset=tiny", "--repeats=0"], main=bench.main)
 
 
 def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
