@@ -83,7 +83,11 @@ def choose_cpu_dtype(
         seconds[dtype].append(time.perf_counter() - t)
     fp32, bf16 = (min(seconds[dtype][1:]) for dtype in (torch.float32, torch.bfloat16))
     chosen = torch.bfloat16 if bf16 < margin * fp32 else torch.float32
-    measured = f"{what} measured {bf16 * 1e3:.0f} ms in bf16, {fp32 * 1e3:.0f} ms in float32"
+
+    def ms(s: float) -> str:  # about three significant digits, never an exponent
+        return f"{s * 1e3:.3g}" if s < 0.1 else f"{s * 1e3:.0f}"
+
+    measured = f"{what} measured {ms(bf16)} ms in bf16, {ms(fp32)} ms in float32"
     return chosen, f"{str(chosen).removeprefix('torch.')} ({measured})"
 
 
