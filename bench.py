@@ -299,8 +299,7 @@ def markdown(report):
         g, decode_dtype = report["generation"], report["decode_dtype"].removeprefix("torch.")
         lines += [
             "",
-            f"Decoding dtype: {decode_dtype}"
-            + (f" ({report['decode_dtype_why']})." if report["decode_dtype_why"] else "."),
+            f"Decoding dtype: {report['decode_dtype_why'] or decode_dtype}.",
             f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end: "
             f"{spread(g['cached_tokens_per_s'])} tokens/s with the KV cache ({decode_dtype}); recomputing the "
             f"context for each token instead: {spread(g['no_cache_as_nanogpt_tokens_per_s'], digits=2)} tokens/s "
