@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import checkpoint
-from configurator import UserError, cli_main
+from errors import UserError, cli_main
 
 
 def skip_norms(state: dict) -> list[float]:

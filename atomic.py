@@ -13,7 +13,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from configurator import UserError
+from errors import UserError
 
 
 class WriteError(UserError):

@@ -27,7 +27,8 @@ import torch.distributed as dist
 
 import parallel
 from atomic import atomic_write_text
-from configurator import ConfigError, cli_main, parse
+from configurator import parse
+from errors import ConfigError, cli_main
 from hardware import autocast, peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
 from sample import decoding_precision

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from atomic import atomic_write_text
-from configurator import ConfigError, cli_main, parse
+from configurator import parse
 from dataset import open_split
+from errors import ConfigError, cli_main
 from loader import TrainBatches
 
 ROOT = Path(__file__).resolve().parent

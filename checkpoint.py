@@ -2,19 +2,23 @@
 for inference (sample.py, evaluation, bench).
 
 - A single file, out_dir/ckpt.pt (one process or DDP): written atomically (atomic.py) by rank 0, read with
-  torch.load(weights_only=True).
+  weights only (safe_load.py: no file loaded here can run code).
 - Sharded (FSDP): out_dir/ckpt-sharded/step_NNNNNN/, written by every rank with torch.distributed.checkpoint
   (DCP) into step_NNNNNN.partial, which rank 0 completes with run.pt (everything but the tensors of the
   model and optimizer), renames, and then names in ckpt-sharded/latest.json (atomically). A kill at any
-  moment leaves latest.json naming a complete checkpoint. DCP reshards on load, so any number of
-  processes, sharded or not, resumes it; export.py turns it into the single file.
+  moment leaves latest.json naming a complete checkpoint. run.pt records the size of every file the save
+  wrote, so a deleted or truncated shard is found before DCP reads it. DCP reshards on load, so any number
+  of processes, sharded or not, resumes it; export.py turns it into the single file.
 
-Either format resumes either kind of run; latest() picks the newer when both exist.
+Either format resumes either kind of run. latest() picks the newest intact checkpoint of out_dir (ckpt.pt,
+a sharded step, or a kept ckpt_NNNNNN.pt), warning about each damaged one it passes over.
 """
 
 import json
 import os
+import re
 import shutil
+import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +26,8 @@ from pathlib import Path
 import torch
 
 from atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
-from configurator import ConfigError, UserError
+from errors import ConfigError, UserError
+from safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
 
 PREFIXES = ("_orig_mod.", "module.")  # torch.compile and DDP wrappers
 CHECKPOINT, SHARDED, LATEST, RUN = "ckpt.pt", "ckpt-sharded", "latest.json", "run.pt"
@@ -30,6 +35,10 @@ CHECKPOINT, SHARDED, LATEST, RUN = "ckpt.pt", "ckpt-sharded", "latest.json", "ru
 
 class CheckpointError(UserError):
     """A checkpoint problem."""
+
+
+class Damaged(CheckpointError):
+    """A checkpoint that cannot be read whole: truncated, a shard missing, unsafe metadata."""
 
 
 def _nbytes(obj) -> int:
@@ -53,20 +62,33 @@ def load(path, required=("model", "model_args")) -> dict:
     path = Path(path)
     if path.is_dir():
         ckpt = load(path / RUN, [k for k in required if k not in ("model", "optimizer")])
+        check_files(path, ckpt)
         return {**ckpt, "sharded": str(path)}
     if not path.is_file():
         raise CheckpointError(f"{path} not found: no run has saved a checkpoint there (check out_dir, or train first)")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = torch_load(path)
     except Exception as e:
-        raise CheckpointError(
-            f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint "
-            "of this project; restore it or start again with init_from=scratch"
-        ) from None
+        raise Damaged(f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint") from None
     missing = [k for k in required if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise CheckpointError(f"{path} lacks {', '.join(missing)}: not a checkpoint of this project")
     return ckpt
+
+
+def check_files(directory: Path, ckpt: dict) -> None:
+    """A sharded step's files are the ones its save wrote, at their sizes, and its metadata is safe to read
+    (a step saved before sizes were recorded is checked for its metadata only)."""
+    for name, size in (ckpt.get("files") or {}).items():
+        f = directory / name
+        if not f.is_file():
+            raise Damaged(f"{directory} is damaged: {name} is missing")
+        if f.stat().st_size != size:
+            raise Damaged(f"{directory} is damaged: {name} has {f.stat().st_size} bytes, the save wrote {size}")
+    try:
+        read_dcp_metadata(directory / ".metadata")
+    except UserError as e:
+        raise Damaged(f"{directory} is damaged: {e}") from None
 
 
 def clean_state_dict(state: dict) -> dict:
@@ -145,11 +167,12 @@ def _barrier() -> None:
 
 
 def _dcp_load(state: dict, directory) -> None:
-    """Fill state's tensors in place from a DCP directory: by all ranks together when distributed."""
+    """Fill state's tensors in place from a DCP directory: by all ranks together when distributed. The
+    reader and planner are safe_load's: nothing in the directory can run code."""
     import torch.distributed.checkpoint as dcp
 
     with _one_process_is_intended():
-        dcp.load(state, checkpoint_id=str(directory), no_dist=not _distributed())
+        dcp.load(state, storage_reader=dcp_reader(directory), planner=dcp_planner(), no_dist=not _distributed())
 
 
 @contextmanager
@@ -161,30 +184,73 @@ def _one_process_is_intended():
 
 
 def sharded_latest(out_dir) -> Path | None:
+    """The step directory latest.json names (written last by a save: a complete step), or None."""
     pointer = Path(out_dir) / SHARDED / LATEST
     if not pointer.is_file():
         return None
     try:
-        return pointer.parent / json.loads(pointer.read_text())["dir"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+        name = json.loads(pointer.read_text())["dir"]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+        name = None
+    if not isinstance(name, str) or not re.fullmatch(r"step_\d+", name):
         raise CheckpointError(
             f'{pointer} is damaged: rewrite it as {{"dir": "step_NNNNNN"}}, naming a complete step directory beside it'
-        ) from None
+        )
+    return pointer.parent / name
 
 
-def latest(out_dir) -> Path | None:
-    """The run's newest checkpoint: ckpt.pt, or the sharded directory latest.json names; when both exist,
-    the one at the later step (the file on a tie: an export of the same state)."""
-    single, sharded = Path(out_dir) / CHECKPOINT, sharded_latest(out_dir)
-    if sharded is None or not single.exists():
-        return sharded or (single if single.exists() else None)
-    try:  # memory-mapped: only the step is read, not gigabytes of weights
-        step = torch.load(single, map_location="cpu", weights_only=True, mmap=True).get("iter_num", -1)
+def candidates(out_dir) -> list[Path]:
+    """Every complete checkpoint out_dir may hold, in the order that breaks ties between equal steps:
+    ckpt.pt, the sharded step latest.json names, the other sharded steps, kept ckpt_NNNNNN.pt files."""
+    out_dir = Path(out_dir)
+    steps = sorted(d for d in (out_dir / SHARDED).glob("step_*") if not d.name.endswith(".partial"))
+    try:
+        pointed = [sharded_latest(out_dir)]
+    except CheckpointError:  # a damaged latest.json: the steps themselves are still found
+        pointed = []
+    ordered = [out_dir / CHECKPOINT, *pointed, *steps, *sorted(out_dir.glob("ckpt_[0-9]*.pt"))]
+    complete = [p for p in ordered if p is not None and (p.is_file() or (p / RUN).is_file())]
+    return list(dict.fromkeys(complete))
+
+
+def _step(path: Path) -> int:
+    """A checkpoint's step, reading no weights (run.pt of a sharded step; a memory-mapped file)."""
+    if path.is_dir():
+        return load(path, ("iter_num",))["iter_num"]
+    try:
+        ckpt = torch_load(path, mmap=True)
     except Exception as e:
-        raise CheckpointError(
-            f"{single} cannot be read ({type(e).__name__}) and {sharded} exists too: move the damaged file away"
-        ) from None
-    return single if step >= load(sharded, ())["iter_num"] else sharded
+        raise Damaged(f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint") from None
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("iter_num"), int):
+        raise Damaged(f"{path} lacks iter_num: not a checkpoint of this project")
+    return ckpt["iter_num"]
+
+
+def survey(out_dir, sharded: bool = False) -> tuple[Path | None, dict[Path, str]]:
+    """(out_dir's newest intact checkpoint or None, {damaged checkpoint: what is wrong with it})."""
+    best, best_step, damaged = None, -1, {}
+    for path in candidates(out_dir):
+        if sharded and not path.is_dir():
+            continue
+        try:
+            step = _step(path)
+        except CheckpointError as e:
+            damaged[path] = str(e)
+            continue
+        if step > best_step:
+            best, best_step = path, step
+    return best, damaged
+
+
+def latest(out_dir, sharded: bool = False) -> Path | None:
+    """out_dir's newest intact checkpoint (of the sharded format only, if sharded), None if it holds none.
+    Damaged ones are passed over with a warning; if every checkpoint there is damaged, the error names them."""
+    best, damaged = survey(out_dir, sharded)
+    if best is None and damaged:
+        raise Damaged(f"{out_dir} holds no intact checkpoint: {'; '.join(damaged.values())}")
+    for line in damaged.values():
+        print(f"warning: {line}; using {best}", file=sys.stderr)
+    return best
 
 
 def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
@@ -207,7 +273,8 @@ def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
         with _one_process_is_intended():
             dcp.save(state, checkpoint_id=str(partial), no_dist=not _distributed())
         if _master():
-            atomic_write(partial / RUN, lambda f: torch.save({**meta, "keep": keep}, f))
+            files = {f.name: f.stat().st_size for f in partial.iterdir() if f.is_file()}
+            atomic_write(partial / RUN, lambda f: torch.save({**meta, "keep": keep, "files": files}, f))
             shutil.rmtree(final, ignore_errors=True)  # a stale copy of this step that latest.json never named
             os.replace(partial, final)
             fsync_dir(root)
@@ -232,7 +299,7 @@ def _prune(root: Path, newest: Path) -> None:
         if d == newest or not d.is_dir():
             continue
         try:
-            kept = not d.name.endswith(".partial") and bool(load(d, ()).get("keep"))
+            kept = not d.name.endswith(".partial") and bool(load(d / RUN, ()).get("keep"))
         except CheckpointError:  # no readable run.pt: never a complete checkpoint
             kept = False
         if not kept:

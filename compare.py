@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from atomic import atomic_write_text
-from configurator import UserError, cli_main
+from errors import UserError, cli_main
 from model import GPT, GPTConfig
 from rundir import read_metrics
 

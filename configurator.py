@@ -1,5 +1,4 @@
-"""Config files (Python assignments) and --key=value overrides, checked against dataclass fields; and the
-one way every entry point reports a user's mistake.
+"""Config files (Python assignments) and --key=value overrides, checked against dataclass fields.
 
     python train.py config/owt_nlq.py --batch_size=8 --query_mode=identity
     python train.py --help
@@ -22,26 +21,7 @@ import tokenize
 import types
 import typing
 
-
-class UserError(Exception):
-    """A mistake in what the user gave (config, data, checkpoint, prompt, file), explained in one line that
-    names the fix. Every entry point catches it once, in cli_main, and exits non-zero with that line."""
-
-
-class ConfigError(UserError):
-    """A config problem."""
-
-
-def cli_main(body, argv=None):
-    """Run body(argv) as a script's main: console lines reach a redirected file as they are printed
-    (nohup ... > log), and a UserError ends the program with its one line and exit status 1."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(line_buffering=True)
-    try:
-        return body(sys.argv[1:] if argv is None else list(argv))
-    except UserError as e:
-        sys.exit(f"error: {e}")
+from errors import ConfigError
 
 
 def _type_name(tp) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from atomic import atomic_write_text, temp_path
-from configurator import UserError
+from errors import UserError
 
 DTYPE = np.uint16  # what prepare writes; the loader reads meta.json's dtype, one of DTYPES
 DTYPES = ("uint16", "uint32")

@@ -14,13 +14,13 @@ import argparse
 from pathlib import Path
 
 import checkpoint
-from configurator import UserError, cli_main
+from errors import UserError, cli_main
 from train import TrainConfig, freeze_pretrained, make_optimizer
 
 
 def export(out_dir, out=None) -> Path:
     """Write the newest sharded checkpoint of out_dir as one file; returns its path."""
-    source = checkpoint.sharded_latest(out_dir)
+    source = checkpoint.latest(out_dir, sharded=True)
     if source is None:
         raise UserError(
             f"{out_dir} holds no sharded checkpoint ({checkpoint.SHARDED}/{checkpoint.LATEST}): check --out_dir"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from configurator import ConfigError
+from errors import ConfigError
 
 GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more specific names first
     ("H100 PCIe", 756e12),

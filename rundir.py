@@ -10,11 +10,12 @@ import fcntl
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
-from atomic import WriteError, atomic_write_text
+from atomic import WriteError, atomic_write_text, fsync_dir
 from checkpoint import CHECKPOINT, SHARDED
-from configurator import UserError
+from errors import UserError
 
 METRICS, CONFIG, LOCK = "metrics.jsonl", "config.json", "train.lock"
 
@@ -52,8 +53,21 @@ class RunDir:
         return self.path / METRICS
 
     def held(self) -> list[Path]:
-        """What a new run would erase: checkpoints of either format and metrics.jsonl."""
-        return [p for p in (self.checkpoint, self.path / SHARDED, self.metrics) if p.exists()]
+        """What a new run would erase: checkpoints of either format (kept ones too) and metrics.jsonl."""
+        kept = sorted(self.path.glob("ckpt_[0-9]*.pt"))
+        return [p for p in (self.checkpoint, self.path / SHARDED, *kept, self.metrics) if p.exists()]
+
+    def set_aside(self, paths, config: bool) -> Path:
+        """Move paths (and, if config, config.json) into a new out_dir/stale-<time>/; returns it."""
+        aside = self.path / time.strftime("stale-%Y%m%d-%H%M%S")
+        while aside.exists():
+            aside = aside.with_name(aside.name + "+")
+        aside.mkdir()
+        for p in [*paths, self.path / CONFIG] if config else paths:
+            if p.exists():
+                os.replace(p, aside / p.name)
+        fsync_dir(self.path)
+        return aside
 
     def holds_a_run(self) -> bool:
         return bool(self.held())

@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from checkpoint import load_for_inference
-from configurator import ConfigError, cli_main, parse
+from configurator import parse
+from errors import ConfigError, cli_main
 from hardware import autocast, choose_cpu_dtype, resolve_device, resolve_dtype
 from tokenizer import codec, tokenizer_vocab
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import checkpoint
 import compare
-from configurator import UserError, cli_main, parse
+from configurator import parse
+from errors import UserError, cli_main
 from model import GPTConfig
 from rundir import read_metrics
 from train import TrainConfig

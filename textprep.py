@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from atomic import atomic_write_text
-from configurator import cli_main
 from dataset import DataError, refuse_overwrite, write_dataset
+from errors import cli_main
 
 
 def decode_text(path: Path, data: bytes) -> str:

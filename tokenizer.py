@@ -47,7 +47,7 @@ def hf_tokenizer(name: str):
     (transformers would otherwise build an almost empty one and tokenize everything to a few ids)."""
     from transformers import AutoTokenizer
 
-    from configurator import UserError
+    from errors import UserError
 
     if Path(name).is_dir() and not any((Path(name) / f).exists() for f in TOKENIZER_FILES):
         raise UserError(f"{name} holds no tokenizer files ({', '.join(TOKENIZER_FILES)}): pass a tokenizer directory")

@@ -20,6 +20,7 @@ is spread over processes (DDP, FSDP, activation checkpointing) is parallel.py's.
 import json
 import math
 import os
+import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -29,8 +30,9 @@ import torch.distributed as dist
 
 import checkpoint
 import parallel
-from configurator import ConfigError, UserError, cli_main, parse
+from configurator import parse
 from dataset import check_token_ids, load_meta, open_split
+from errors import ConfigError, UserError, cli_main
 from hardware import autocast, choose_cpu_dtype, peak_flops, resolve_device, resolve_dtype
 from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
 from memory import print_estimate
@@ -127,6 +129,12 @@ class TrainConfig:
 
 class Diverged(UserError):
     """A non-finite loss, gradient norm, validation loss or weight."""
+
+
+class Interrupted(UserError):
+    """Ctrl-C during training: the shell's status for SIGINT."""
+
+    exit_code = 130
 
 
 def lr_at(it: int, cfg: TrainConfig) -> float:
@@ -232,32 +240,40 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
 # ---- how the run starts -----------------------------------------------------------------------------
 
 
-def start_mode(cfg: TrainConfig, run: RunDir, resolved: dict) -> str:
-    """'scratch', 'resume' or a pretrained source: init_from with 'auto' resolved, refusing any start that
-    would erase a run already in out_dir."""
+def start_mode(cfg: TrainConfig, run: RunDir) -> tuple[str, object, list]:
+    """(mode, checkpoint path or None, files to set aside): init_from resolved against what out_dir holds.
+    mode is 'scratch', 'resume' or a pretrained source. No start erases a run: a run with an intact
+    checkpoint is continued by resume or auto (damaged newer checkpoints are set aside, not overwritten);
+    one without (stopped before its first save, or every checkpoint damaged) is restarted by auto, which
+    sets all its files aside."""
+    path, damaged = checkpoint.survey(run.path)
+    leftovers = list(damaged) if path is not None else run.held()
     mode = cfg.init_from
     if mode == "auto":
-        mode = "resume" if checkpoint.latest(run.path) is not None else "scratch"
+        mode = "resume" if path is not None else "scratch"
+    why = f" ({'; '.join(damaged.values())})" if damaged else " (it stopped before its first checkpoint)"
+    if mode == "resume" and path is None and not leftovers:
+        raise ConfigError(f"init_from=resume but {run.path} holds no checkpoint: start with --init_from=scratch")
+    if mode == "resume" and path is None:
+        raise ConfigError(
+            f"init_from=resume but {run.path} holds no intact checkpoint{why}: --init_from=auto starts the run "
+            "again and keeps its files aside"
+        )
     if cfg.eval_only:
         if mode == "scratch":
             raise ConfigError("eval_only=True needs weights: --init_from=resume (out_dir's checkpoint) or pretrained")
-        return mode
-    if mode != "resume" and run.holds_a_run():
-        if cfg.init_from == "auto" and same_run(run, resolved):
-            return mode  # this very run, stopped before its first checkpoint: start it again
+        return mode, path, []
+    if mode == "resume":
+        for line in damaged.values():
+            print(f"warning: {line}; resuming from {path}", file=sys.stderr)
+        return mode, path, leftovers
+    if run.holds_a_run():
+        if cfg.init_from == "auto":
+            return mode, None, leftovers
         held = " and ".join(p.name for p in run.held())
-        raise ConfigError(
-            f"{run.path} holds a run ({held}): continue it with --init_from=resume, or choose another out_dir"
-        )
-    return mode
-
-
-def same_run(run: RunDir, resolved: dict) -> bool:
-    path = run.path / "config.json"
-    try:
-        return json.loads(path.read_text()) == json.loads(json.dumps(resolved))
-    except (OSError, json.JSONDecodeError):
-        return False
+        fix = "--init_from=resume" if path is not None else f"--init_from=auto (it holds no checkpoint{why})"
+        raise ConfigError(f"{run.path} holds a run ({held}): continue it with {fix}, or choose another out_dir")
+    return mode, path, []
 
 
 def resume_mismatches(ckpt: dict, cfg: TrainConfig, model_cfg: GPTConfig, path) -> list[str]:
@@ -270,7 +286,8 @@ def resume_mismatches(ckpt: dict, cfg: TrainConfig, model_cfg: GPTConfig, path) 
         for k in fields
         if k != "dropout" and getattr(model_cfg, k) != getattr(saved_model, k)
     ]
-    rules = dict(DATA_ORDER) if cfg.allow_schedule_change else {**DATA_ORDER, **SCHEDULE}
+    # An evaluation never reads the schedule: eval_only may name another max_iters or lr_decay_iters.
+    rules = dict(DATA_ORDER) if cfg.allow_schedule_change or cfg.eval_only else {**DATA_ORDER, **SCHEDULE}
     return out + [
         f"{name} (checkpoint {rule(saved)!r}, config {rule(asdict(cfg))!r})"
         for name, rule in rules.items()
@@ -278,16 +295,13 @@ def resume_mismatches(ckpt: dict, cfg: TrainConfig, model_cfg: GPTConfig, path) 
     ]
 
 
-def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, run: RunDir):
+def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, path):
     """(model, checkpoint or None, origin): a new model, pretrained weights, or the out_dir checkpoint.
     origin is the init_from that made the weights ('scratch' or a pretrained name), kept across resumes."""
     probe = {k: getattr(model_cfg, k) for k in PROBE_FIELDS}
     if mode == "scratch":
         return GPT(model_cfg), None, "scratch"
     if mode == "resume":
-        path = checkpoint.latest(run.path)
-        if path is None:
-            raise ConfigError(f"init_from=resume but {run.path} holds no checkpoint: start with --init_from=scratch")
         required = ("model", "model_args", "config", "optimizer", "iter_num", "origin")
         ckpt = checkpoint.load(path, required=required)
         mismatched = resume_mismatches(ckpt, cfg, model_cfg, path)
@@ -486,6 +500,13 @@ class Trainer:
             f"{cause}; {kept}. Lower learning_rate or raise weight_decay / grad clipping, then --init_from=resume"
         )
 
+    def interrupted_line(self) -> str:
+        kept = f"the last checkpoint is step {self.last_saved}" if self.last_saved is not None else "no checkpoint yet"
+        return (
+            f"interrupted during step {self.step} of {self.cfg.max_iters}; {kept} in {self.run.path}: "
+            "continue with --init_from=auto"
+        )
+
     def weights_finite(self) -> bool:
         """All weights finite, on every rank's shard: one answer for all ranks."""
         finite = all(bool(torch.isfinite(parallel.local(p)).all()) for p in self.raw_model.parameters())
@@ -588,6 +609,7 @@ class Trainer:
         """Steps from start to max_iters. Time per step is measured between logged steps (where the host
         syncs), after two warm-up steps (compilation), smoothed, and excludes evaluations."""
         cfg, it = self.cfg, self.start
+        self.step = it
         clock, smoothed = None, None  # (time, step) of the last sync point; smoothed seconds per step
         while True:
             if it % cfg.eval_interval == 0 or it == cfg.max_iters:
@@ -611,6 +633,7 @@ class Trainer:
                 self.log_step(it, stats, smoothed if per_step else None)
                 clock = (time.perf_counter(), it)
             it += 1
+            self.step = it
 
 
 # ---- the script -------------------------------------------------------------------------------------
@@ -637,15 +660,14 @@ def run(argv):
 
 
 def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data, run_dir: RunDir) -> None:
-    resolved = {**asdict(cfg), **model_cfg.to_dict()}
-    mode = start_mode(cfg, run_dir, resolved)
+    mode, path, leftovers = start_mode(cfg, run_dir)
     torch.manual_seed(cfg.seed)  # model init only; the data never reads this generator
-    model, ckpt, origin = build_model(cfg, model_cfg, mode, run_dir)
+    model, ckpt, origin = build_model(cfg, model_cfg, mode, path)
     check_model(model, cfg, model_cfg, data, origin)
     resolved = {**asdict(cfg), **model.config.to_dict()}
     if ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only:
         if d.master:
-            print(f"{run_dir.checkpoint} is at step {ckpt['iter_num']}, max_iters={cfg.max_iters}: nothing to train")
+            print(f"{path} is at step {ckpt['iter_num']}, max_iters={cfg.max_iters}: nothing to train")
         return
     wandb = Wandb(cfg.wandb_log and d.master and not cfg.eval_only)
     trainer = Trainer(cfg, model_cfg, d, data, model, ckpt, origin, run_dir, wandb)
@@ -668,10 +690,18 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
         if ckpt is not None and cfg.allow_schedule_change:
             first, last = lr_at(trainer.start, cfg), lr_at(cfg.max_iters, cfg)
             print(f"new schedule: lr {first:.3g} at step {trainer.start} -> {last:.3g} at step {cfg.max_iters}")
+        if ckpt is not None:
+            print(f"resuming from step {trainer.start} ({path})")
         wandb.start(cfg, resolved, trainer.wandb_id)  # first: a missing login stops before anything is written
+        if leftovers:  # a restart's files, or damaged checkpoints a resume's saves would overwrite
+            aside = run_dir.set_aside(leftovers, config=ckpt is None)
+            print(f"set aside in {aside}: {', '.join(p.name for p in leftovers)}")
         run_dir.write_config(resolved)
         run_dir.trim_metrics(trainer.start)
-    trainer.fit()
+    try:
+        trainer.fit()
+    except KeyboardInterrupt:
+        raise Interrupted(trainer.interrupted_line()) from None
     wandb.finish()
     if d.enabled:  # leave together: a rank that tears down while its peer is still saving can hang in gloo
         dist.barrier()

@@ -31,8 +31,9 @@ import torch
 import taskdata
 from atomic import atomic_write_text
 from checkpoint import load_for_inference
-from configurator import ConfigError, cli_main, parse
+from configurator import parse
 from dataset import DataError
+from errors import ConfigError, cli_main
 from hardware import autocast, resolve_device, resolve_dtype
 from tokenizer import codec
 

@@ -15,7 +15,8 @@ import checkpoint
 import sample
 import train
 import zeroshot
-from configurator import ConfigError, parse
+from configurator import parse
+from errors import ConfigError
 from model import GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -191,8 +191,9 @@ def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
     before = snapshot(tmp_path / "run")
     assert "newer than the sharded step 4" in error_of([f"--out_dir={tmp_path / 'run'}"], main=export.main)
     assert snapshot(tmp_path / "run") == before
-    pointer.write_text("{")
-    assert "latest.json is damaged" in error_of(tiny_args(char_data, tmp_path / "run", init_from="resume"))
+    pointer.write_text("{")  # a damaged pointer hides no step: the steps themselves are found
+    assert checkpoint.latest(tmp_path / "run").name == checkpoint.CHECKPOINT
+    assert checkpoint.latest(tmp_path / "run", sharded=True).name == "step_000004"
     assert "holds no sharded checkpoint" in error_of([f"--out_dir={tmp_path / 'nothing'}"], main=export.main)
 
 

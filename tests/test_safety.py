@@ -284,9 +284,11 @@ def test_step_lines_reach_a_redirected_file_while_training(char_data, tmp_path):
 
 
 @pytest.mark.slow
-def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp_path):
-    """torchrun --max-restarts=1 with init_from=auto: rank 1 is SIGKILLed after the step-6 checkpoint on
-    the first attempt; the restarted job resumes by itself and ends with the uninterrupted run's losses.
+@pytest.mark.parametrize("kill_at", [8, 3])
+def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp_path, kill_at):
+    """torchrun --max-restarts=1 with init_from=auto: rank 1 is SIGKILLed at step kill_at of the first
+    attempt, after the step-6 checkpoint or before any; the restarted job resumes (or, with no checkpoint,
+    starts again, setting the first attempt's log aside) by itself and ends with the uninterrupted run's losses.
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: without it a restart round can read the previous round's keys from
     the launcher's shared store and hang in init_process_group (pytorch/pytorch#135712)."""
     wrapper = tmp_path / "killing_train.py"
@@ -298,7 +300,7 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp
         real = train.Trainer.train_step
         def train_step(self, it):
             first_try = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-            if it == 8 and self.d.rank == 1 and first_try:
+            if it == {kill_at} and self.d.rank == 1 and first_try:
                 os.kill(os.getpid(), signal.SIGKILL)
             return real(self, it)
         train.Trainer.train_step = train_step
@@ -307,7 +309,7 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp
     )
     common = dict(max_iters=12, lr_decay_iters=12, eval_interval=6, init_from="auto")
     out, _ = torchrun(wrapper, tiny_args(char_data, tmp_path / "elastic", **common), 300, "--max-restarts=1")
-    assert out.count("val loss") >= 3  # evals at 0, 6 (first attempt) and 12 (after the restart)
+    assert out.count("val loss") >= 3  # evals at 0, (6,) and 12 (after the restart)
     train.main(tiny_args(char_data, tmp_path / "plain", **common))
     loss = lambda d: {r["step"]: r["loss"] for r in logged(d) if "loss" in r}  # noqa: E731
     elastic, plain = loss(tmp_path / "elastic"), loss(tmp_path / "plain")

@@ -14,7 +14,8 @@ from helpers import error_of, killed_at_random, records, tiny_args, torchrun
 import checkpoint
 import hardware
 import train
-from configurator import ConfigError, parse
+from configurator import parse
+from errors import ConfigError
 from model import GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]

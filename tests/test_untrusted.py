@@ -1,0 +1,190 @@
+"""Files a run or a colleague left behind: nothing loaded runs code, and every state an out_dir can be left
+in has one command that continues it (--init_from=auto), losing nothing."""
+
+import io
+import json
+import pickle
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import error_of, snapshot, tiny_args
+
+import analyze_skip
+import checkpoint
+import export
+import sample
+import train
+import zeroshot
+from safe_load import UnsafeFile, dcp_planner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Payload:
+    """Unpickling this creates a marker file: the proof that loading ran code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def losses(out_dir):
+    lines = (Path(out_dir) / "metrics.jsonl").read_text().splitlines()
+    return {r["step"]: r["loss"] for r in map(json.loads, lines) if "loss" in r}
+
+
+@pytest.fixture
+def sharded_run(char_data, tmp_path):
+    """A one-process FSDP-format run: sharded steps 4 (kept) and 8."""
+    out = tmp_path / "run"
+    train.main(tiny_args(char_data, out, parallelism="fsdp", keep_checkpoints=(4,)))
+    return out
+
+
+def tools(out_dir, tmp_path):
+    """Every entry point that reads a run's checkpoint, as (name, argv, main)."""
+    return [
+        ("sample", [f"--out_dir={out_dir}", "--device=cpu", "--max_new_tokens=2"], sample.main),
+        ("zeroshot", [f"--out_dir={out_dir}", "--device=cpu", f"--out={tmp_path / 'e.json'}"], zeroshot.main),
+        ("export", [f"--out_dir={out_dir}", f"--out={tmp_path / 'x.pt'}"], export.main),
+        ("analyze_skip", [f"--out_dir={out_dir}", "--png="], analyze_skip.main),
+    ]
+
+
+def test_a_crafted_dcp_metadata_runs_no_code_in_any_tool(sharded_run, char_data, tmp_path):
+    marker = tmp_path / "ran"
+    for step in ("step_000004", "step_000008"):
+        path = sharded_run / checkpoint.SHARDED / step / ".metadata"
+        crafted = pickle.dumps(Payload(marker))  # padded to the recorded size: pickle ignores what follows
+        path.write_bytes(crafted + b"\0" * (path.stat().st_size - len(crafted)))
+    for name, argv, main in tools(sharded_run, tmp_path):
+        message = error_of(argv, main=main)
+        assert "io.open, which DCP metadata never holds" in message and "no intact checkpoint" in message, (
+            name,
+            message,
+        )
+    assert "no intact checkpoint" in error_of(tiny_args(char_data, sharded_run, init_from="resume"))
+    assert not marker.exists()
+
+
+def test_a_crafted_run_pt_or_ckpt_pt_runs_no_code(sharded_run, char_data, tmp_path):
+    marker = tmp_path / "ran"
+    for step in ("step_000004", "step_000008"):
+        torch.save({"iter_num": 8, "model_args": Payload(marker)}, sharded_run / checkpoint.SHARDED / step / "run.pt")
+    single = tmp_path / "single"
+    single.mkdir()
+    torch.save({"iter_num": 8, "model": Payload(marker)}, single / "ckpt.pt")
+    for run in (sharded_run, single):
+        for name, argv, main in tools(run, tmp_path):
+            if not (name == "export" and run == single):  # export reads sharded checkpoints only
+                assert "no intact checkpoint" in error_of(argv, main=main), name
+    assert not marker.exists()
+
+
+def test_dcp_values_are_loaded_without_running_code(tmp_path):
+    """The optimizer's param_groups are non-tensor values in DCP's files, which DCP itself would unpickle
+    with weights_only=False: the project's planner refuses a crafted one and still loads a plain one."""
+    marker = tmp_path / "ran"
+    planner = dcp_planner()
+    planner.set_up_planner({"lr": 0.0}, metadata=None, is_coordinator=True)
+    item = type("ReadItem", (), {"dest_index": type("Index", (), {"fqn": "lr"})()})()
+    crafted = io.BytesIO()
+    torch.save(Payload(marker), crafted)
+    crafted.seek(0)
+    with pytest.raises(UnsafeFile):
+        planner.load_bytes(item, crafted)
+    assert not marker.exists()
+    plain = io.BytesIO()
+    torch.save(3e-4, plain)
+    plain.seek(0)
+    planner.load_bytes(item, plain)
+    assert planner.original_state_dict["lr"] == 3e-4
+
+
+def test_every_load_goes_through_safe_load():
+    """No other module unpickles: a new torch.load, pickle.load or plain dcp.load would bypass safe_load."""
+    loads = re.compile(r"\btorch\.load\(|\bpickle\.|\bdcp\.load\((?!state, storage_reader=dcp_reader)|allow_pickle")
+    offenders = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in ROOT.rglob("*.py")
+        if "tests" not in p.parts and p.name != "safe_load.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if loads.search(line)
+    ]
+    assert offenders == []
+
+
+def test_a_damaged_latest_shard_falls_back_to_the_kept_step(sharded_run, char_data, tmp_path, capsys):
+    shard = next((sharded_run / checkpoint.SHARDED / "step_000008").glob("*.distcp"))
+    shard.write_bytes(shard.read_bytes()[:100])
+    assert checkpoint.latest(sharded_run).name == "step_000004"
+    assert f"{shard.name} has 100 bytes" in capsys.readouterr().err
+    train.main(tiny_args(char_data, sharded_run, parallelism="fsdp", init_from="auto"))
+    assert "resuming from step 4" in capsys.readouterr().out
+    plain = tmp_path / "plain"
+    train.main(tiny_args(char_data, plain, parallelism="fsdp"))
+    assert losses(sharded_run) == pytest.approx(losses(plain), abs=1e-6)
+    (aside,) = sharded_run.glob("stale-*")  # the damaged step is kept, not pruned
+    assert (aside / "step_000008" / shard.name).stat().st_size == 100
+
+
+def test_a_deleted_shard_is_one_line_everywhere(sharded_run, char_data, tmp_path):
+    for step in ("step_000004", "step_000008"):
+        next((sharded_run / checkpoint.SHARDED / step).glob("*.distcp")).unlink()
+    for name, argv, main in tools(sharded_run, tmp_path):
+        assert "is missing" in error_of(argv, main=main), name
+    assert "--init_from=auto" in error_of(tiny_args(char_data, sharded_run, parallelism="fsdp", init_from="resume"))
+
+
+def test_a_run_stopped_before_its_first_checkpoint_continues_with_auto(char_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    diverging = tiny_args(char_data, out, learning_rate=1e30, warmup_iters=0, grad_clip=0.0)
+    assert "no checkpoint was saved yet" in error_of(diverging)
+    before = snapshot(out)
+    assert "metrics.jsonl" in before and not checkpoint.candidates(out)
+    for init_from in ("resume", "scratch"):  # both name the command that continues
+        assert "--init_from=auto" in error_of(tiny_args(char_data, out, init_from=init_from))
+    assert snapshot(out) == before
+    train.main(tiny_args(char_data, out, init_from="auto"))  # a fixed learning rate, same out_dir
+    (aside,) = out.glob("stale-*")
+    assert f"set aside in {aside}" in capsys.readouterr().out
+    assert {k: v for k, v in snapshot(aside).items()} == {k: before[k] for k in snapshot(aside)}
+    assert {"metrics.jsonl", "config.json"} <= set(snapshot(aside))
+    train.main(tiny_args(char_data, tmp_path / "plain"))
+    assert losses(out) == losses(tmp_path / "plain")
+
+
+def test_a_truncated_ckpt_pt_is_kept_aside_and_auto_continues(char_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    train.main(tiny_args(char_data, out, keep_checkpoints=(4,)))
+    data = (out / "ckpt.pt").read_bytes()
+    (out / "ckpt.pt").write_bytes(data[: len(data) // 2])
+    assert "--init_from=resume" in error_of(tiny_args(char_data, out, max_iters=12, lr_decay_iters=12))
+    train.main(tiny_args(char_data, out, init_from="auto"))  # from the kept step 4 to step 8
+    assert "resuming from step 4" in capsys.readouterr().out
+    (aside,) = out.glob("stale-*")
+    assert (aside / "ckpt.pt").read_bytes() == data[: len(data) // 2]
+    assert checkpoint.load(out / "ckpt.pt")["iter_num"] == 8
+    # With nothing intact left, auto starts anew and keeps the damaged file.
+    only = tmp_path / "only"
+    train.main(tiny_args(char_data, only))
+    (only / "ckpt.pt").write_bytes(b"PK\x03\x04 not a checkpoint")
+    message = error_of(tiny_args(char_data, only, init_from="resume"))
+    assert "cannot be read" in message and "--init_from=auto" in message
+    train.main(tiny_args(char_data, only, init_from="auto"))
+    (aside,) = only.glob("stale-*")
+    assert (aside / "ckpt.pt").read_bytes() == b"PK\x03\x04 not a checkpoint"
+    assert checkpoint.load(only / "ckpt.pt")["iter_num"] == 8
+
+
+def test_a_pointer_outside_the_checkpoint_folder_is_refused(sharded_run, tmp_path):
+    shutil.copytree(sharded_run / checkpoint.SHARDED / "step_000008", tmp_path / "elsewhere")
+    (sharded_run / checkpoint.SHARDED / checkpoint.LATEST).write_text('{"dir": "../../elsewhere"}')
+    with pytest.raises(checkpoint.CheckpointError, match="latest.json is damaged"):
+        checkpoint.sharded_latest(sharded_run)
+    assert checkpoint.latest(sharded_run).name == "step_000008"  # found by itself, inside the folder
