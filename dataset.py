@@ -74,8 +74,10 @@ def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dic
         (out_dir / "meta.json").unlink(missing_ok=True)
         for name, tmp in tmps.items():
             os.replace(tmp, out_dir / f"{name}.bin")
-        meta = {**meta, "dtype": "uint16", "tokens": counts, "max_id": max_ids}
+        meta = {**meta, "dtype": "uint16", "tokens": counts}
         atomic_write_text(out_dir / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        for name, top in max_ids.items():  # counted while writing: the first run need not read the bins
+            remember_max_id(out_dir, name, top)
         return meta
     finally:
         for tmp in tmps.values():
@@ -96,10 +98,12 @@ def load_meta(data_dir) -> dict:
         raise DataError(f"{path} is not a JSON object: {redo}")
     tokens = meta.get("tokens")
     problems = []
-    if not isinstance(meta.get("vocab_size"), int) or meta["vocab_size"] < 1:
-        problems.append("vocab_size (a positive integer)")
     if meta.get("dtype") not in DTYPES:
         problems.append(f"dtype (one of {', '.join(DTYPES)}; it has {meta.get('dtype')!r})")
+    top = int(np.iinfo(meta["dtype"]).max) + 1 if meta.get("dtype") in DTYPES else MAX_VOCAB
+    vocab = meta.get("vocab_size")
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or not 1 <= vocab <= top:
+        problems.append(f"vocab_size (an integer from 1 to {top}, what its dtype holds; it has {vocab!r})")
     if not isinstance(tokens, dict) or not all(isinstance(tokens.get(s), int) for s in ("train", "val")):
         problems.append("tokens (the train and val token counts)")
     if problems:
@@ -134,19 +138,48 @@ def open_split(data_dir, split: str, min_tokens: int = 0) -> np.ndarray:
     return tokens
 
 
-def max_token_id(meta: dict, split: str, tokens: np.ndarray) -> int:
-    """The largest id in a split: recorded by prepare in meta.json, else computed once here."""
-    recorded = (meta.get("max_id") or {}).get(split)
-    if isinstance(recorded, int):
-        return recorded
+MAX_IDS = ".max_ids.json"  # the cache of max_token_id, beside the bins
+
+
+def _max_id_key(data_dir, split: str) -> str:
+    stat = (Path(data_dir) / f"{split}.bin").stat()
+    return f"{split} {stat.st_size} {stat.st_mtime_ns}"
+
+
+def _cached_max_ids(data_dir) -> dict:
+    try:
+        cached = json.loads((Path(data_dir) / MAX_IDS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return cached if isinstance(cached, dict) else {}
+
+
+def remember_max_id(data_dir, split: str, top: int) -> None:
+    """Cache a split's largest id under its file's current size and modification time."""
+    kept = {k: v for k, v in _cached_max_ids(data_dir).items() if not k.startswith(f"{split} ")}
+    try:
+        atomic_write_text(Path(data_dir) / MAX_IDS, json.dumps({**kept, _max_id_key(data_dir, split): top}) + "\n")
+    except UserError:  # a read-only dataset: counted again next time
+        pass
+
+
+def max_token_id(data_dir, split: str, tokens: np.ndarray) -> int:
+    """The largest id in a split, read from the data itself (a vectorised pass over the memory map, 64M
+    tokens at a time) once per version of the file: cached in data_dir/.max_ids.json under the file's size
+    and modification time, so a bin rewritten by another tool is read again. meta.json is not trusted."""
+    cached = _cached_max_ids(data_dir).get(_max_id_key(data_dir, split))
+    if isinstance(cached, int) and not isinstance(cached, bool):
+        return cached
     step = 1 << 26
-    return max(int(tokens[i : i + step].max()) for i in range(0, len(tokens), step))
+    top = max(int(tokens[i : i + step].max()) for i in range(0, len(tokens), step))
+    remember_max_id(data_dir, split, top)
+    return top
 
 
 def check_token_ids(data_dir, meta: dict, splits: dict) -> None:
     """Every token id of every split is below meta.json's vocab_size (which the model's must then reach)."""
     for name, tokens in splits.items():
-        top = max_token_id(meta, name, tokens)
+        top = max_token_id(data_dir, name, tokens)
         if top >= meta["vocab_size"]:
             raise DataError(
                 f"{Path(data_dir) / name}.bin holds token id {top}, but meta.json says vocab_size="

@@ -173,7 +173,8 @@ def test_data_is_checked_before_the_first_step(tmp_path):
     ids = np.arange(200) % 50
     base = make_dataset(tmp_path / "ok", ids, ids, 50)
     meta = json.loads((base / "meta.json").read_text())
-    assert meta["max_id"] == {"train": 49, "val": 49}  # recorded at prepare time
+    cached = json.loads((base / ".max_ids.json").read_text())  # counted by prepare, keyed by size and time
+    assert sorted(cached.values()) == [49, 49] and all(k.split()[1] == "400" for k in cached)
     args = lambda d, **kw: tiny_args(d, tmp_path / "out", **kw)  # noqa: E731
 
     d = make_dataset(tmp_path / "odd", ids, ids, 50)
@@ -194,9 +195,16 @@ def test_data_is_checked_before_the_first_step(tmp_path):
     d = make_dataset(tmp_path / "big_ids", ids, ids, 50)
     (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 30}))
     assert "train.bin holds token id 49, but meta.json says vocab_size=30" in error_of(args(d))
-    del meta["max_id"]  # a dataset of an older prepare: the ids are counted once at the start
-    (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 30}))
-    assert "train.bin holds token id 49, but meta.json says vocab_size=30" in error_of(args(d))
+    (d / "meta.json").write_text(json.dumps(meta))
+    edited = ids.copy()
+    edited[7] = 60  # another tool rewrites a bin in place: same size, an id beyond the vocabulary
+    (d / "train.bin").write_bytes(edited.astype(np.uint16).tobytes())
+    assert "train.bin holds token id 60, but meta.json says vocab_size=50" in error_of(args(d))
+    (d / ".max_ids.json").unlink()  # no cache at all: counted from the data
+    assert "train.bin holds token id 60" in error_of(args(d))
+    (d / "train.bin").write_bytes(ids.astype(np.uint16).tobytes())
+    (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 10**13}))  # no 128 TB model is suggested
+    assert "lacks a valid vocab_size (an integer from 1 to 65536" in error_of(args(d))
     (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 50}))
     assert "meta.json has vocab_size=50 but the model has vocab_size=40" in error_of(args(d, vocab_size=40))
     assert not (tmp_path / "out").exists()  # no refusal wrote anything, not even an empty out_dir
