@@ -6,11 +6,10 @@ The paper reports ||W_skip||_F rising from about 0.13 (layers 0-7) to about 0.30
 """
 
 import argparse
-import os
-from pathlib import Path
 
 import checkpoint
 from errors import UserError, cli_main
+from figures import check_figure_path, save_figure
 
 
 def skip_norms(state: dict) -> list[float]:
@@ -28,8 +27,8 @@ def run(argv):
     p.add_argument("--out_dir", required=True, help="a run whose model has content_skip=True")
     p.add_argument("--png", default="skip_norms.png", help="where to write the plot ('' to skip)")
     args = p.parse_args(argv)
-    if args.png and not os.access(Path(args.png).resolve().parent, os.W_OK):
-        raise UserError(f"--png {args.png}: its directory does not exist or is not writable")
+    if args.png:
+        check_figure_path("--png", args.png)
     path = checkpoint.latest(args.out_dir)
     if path is None:
         raise UserError(f"{args.out_dir} holds no checkpoint: check --out_dir")
@@ -52,7 +51,7 @@ def run(argv):
         ax.set_ylabel("‖W_skip‖_F")
         ax.set_title(f"content skip norms, step {ckpt.get('iter_num')}")
         fig.tight_layout()
-        fig.savefig(args.png, dpi=120)
+        save_figure(fig, args.png)
         print(f"\nplot: {args.png}")
 
 

@@ -44,19 +44,52 @@ def atomic_write(path, write, needed_bytes: int | None = None) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        reason = e.strerror or type(e).__name__
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            free = shutil.disk_usage(path.parent).free
-            need = f", about {needed_bytes / 2**20:,.0f} MiB needed" if needed_bytes else ""
-            reason += f": {free / 2**20:,.0f} MiB free in {path.parent}{need}; free space there"
+    except (OSError, RuntimeError) as e:  # torch.save reports a failed write as RuntimeError ("unexpected pos")
+        _discard(tmp)
         previous = "the previous version is kept" if path.exists() else "nothing was written"
-        raise WriteError(f"could not write {path} ({reason}); {previous}") from None
+        raise WriteError(f"could not write {path} ({_reason(path, e, needed_bytes)}); {previous}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temporary file; a failure here must not hide the error that led to it."""
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _reason(path: Path, e: Exception, needed_bytes: int | None) -> str:
+    """Why a write failed, in words; for a full disk (or a torch write error on a nearly full one) the
+    space free and needed."""
+    reason = getattr(e, "strerror", None) or (str(e).splitlines() or [type(e).__name__])[0]
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return reason
+    full = getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+    if full or (isinstance(e, RuntimeError) and needed_bytes and free < needed_bytes):
+        need = f", about {needed_bytes / 2**20:,.0f} MiB needed" if needed_bytes else ""
+        reason += f": {free / 2**20:,.0f} MiB free in {path.parent}{need}; free space there"
+    return reason
 
 
 def atomic_write_text(path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def check_writable(option: str, path) -> None:
+    """Refuse, before any work, an output path that cannot be written, in one line naming the option."""
+    path = Path(path)
+    parent = path.resolve().parent
+    if path.is_dir():
+        problem = "is a directory: name a file"
+    elif not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        problem = "its directory does not exist or is not writable"
+    elif path.exists() and not os.access(path, os.W_OK):
+        problem = "exists and is not writable"
+    else:
+        return
+    raise WriteError(f"{option} {path}: {problem}; choose another path")

@@ -16,15 +16,15 @@ import argparse
 import glob
 import json
 import math
-import os
 import statistics
 from dataclasses import fields
 from pathlib import Path
 
 import torch
 
-from atomic import atomic_write_text
+from atomic import atomic_write_text, check_writable
 from errors import UserError, cli_main
+from figures import check_figure_path, save_figure
 from model import GPT, GPTConfig
 from rundir import read_metrics
 
@@ -246,7 +246,7 @@ def plot(runs, path, baseline: str, smooth=0.9):
         ax.grid(alpha=0.3)
     ax_delta.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -260,9 +260,10 @@ def run(argv):
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
     p.add_argument("--md", help="also write the table to this markdown file")
     args = p.parse_args(argv)
-    for option, path in (("--png", args.png), ("--md", args.md)):
-        if path and not os.access(Path(path).resolve().parent, os.W_OK):
-            raise CompareError(f"{option} {path}: its directory does not exist or is not writable")
+    if args.png:
+        check_figure_path("--png", args.png)
+    if args.md:
+        check_writable("--md", args.md)
     if args.wandb:
         import wandb
 

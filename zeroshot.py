@@ -20,7 +20,6 @@ stripped lines that qualify.
 
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from pathlib import Path
 import torch
 
 import taskdata
-from atomic import atomic_write_text
+from atomic import atomic_write_text, check_writable
 from checkpoint import load_for_inference
 from configurator import parse
 from dataset import DataError
@@ -201,8 +200,7 @@ def checked_encoder(meta: dict, vocab: int):
 def results_path(cfg: EvalConfig) -> Path:
     """Where the results go, checked writable before any task runs."""
     out = Path(cfg.out or (Path(cfg.out_dir) / "eval.json" if cfg.init_from == "resume" else "eval.json"))
-    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise ConfigError(f"--out {out}: its directory does not exist or is not writable; choose another path")
+    check_writable("--out", out)
     return out
 
 

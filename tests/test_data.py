@@ -179,6 +179,13 @@ def test_prepare_local_jsonl_is_exactly_tiktoken_plus_eot(tmp_path):
     )
     assert null.returncode == 1 and null.stderr.strip().splitlines()[-1].startswith("error: a document has body=None")
     assert not (tmp_path / "n" / "meta.json").exists() and not list((tmp_path / "n").glob("*.bin"))
+    (tmp_path / "cut.jsonl").write_text(json.dumps({"body": docs[0]}) + '\n{"body": "a line cut by a full d')
+    cut = run("data/openwebtext/prepare.py", "--dataset", tmp_path / "cut.jsonl", "--out_dir", tmp_path / "c")
+    last = cut.stderr.strip().splitlines()[-1]
+    assert cut.returncode == 1 and last.startswith(
+        f"error: --dataset {tmp_path / 'cut.jsonl'} cannot be read as .jsonl"
+    )
+    assert "Traceback" not in cut.stderr and not (tmp_path / "c" / "meta.json").exists()
 
 
 def test_interrupted_write_leaves_no_bins_and_keeps_the_old_dataset(tmp_path):

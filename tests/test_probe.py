@@ -262,6 +262,7 @@ def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
         (["--lambada_file=None", "--tasks=lambada"], "pass a local JSONL copy with --lambada_file"),
         (["--limit=0"], "limit=0 is invalid"),
         ([f"--out={tmp_path / 'nowhere' / 'e.json'}"], "not writable"),
+        ([f"--out={tmp_path}"], "is a directory: name a file"),
     ]:
         with pytest.raises(SystemExit) as e:
             zeroshot.main(args + extra)

@@ -2,6 +2,7 @@
 
 import errno
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -323,3 +324,49 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp
     elastic, plain = loss(tmp_path / "elastic"), loss(tmp_path / "plain")
     assert sorted(elastic) == sorted(plain) == list(range(12))
     assert [elastic[s] for s in range(12)] == pytest.approx([plain[s] for s in range(12)], abs=1e-5)
+
+
+def test_a_real_write_failure_during_a_checkpoint_save_is_one_line(char_data, tmp_path):
+    """The operating system refuses the checkpoint's bytes (a file-size limit: torch.save then fails
+    with its own RuntimeError, as on a full disk): one line, the old checkpoint kept, and the resume
+    works once writing is possible again. Wide layers: records larger than the write buffer, as in a real
+    model, are where torch's writer sees the short write."""
+    wide = dict(n_embd=256, max_iters=4)
+    train.main(tiny_args(char_data, tmp_path, **wide))
+    saved = snapshot(tmp_path)["ckpt.pt"]
+    limited = textwrap.dedent(f"""
+        import resource, signal, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import train
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
+        train.main(sys.argv[1:])
+        """)
+    args = tiny_args(char_data, tmp_path, init_from="resume", n_embd=256)
+    r = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and last.startswith(f"error: could not write {tmp_path / 'ckpt.pt'}"), r.stderr[-2000:]
+    assert last.endswith("the previous version is kept") and "Traceback" not in r.stderr
+    assert snapshot(tmp_path)["ckpt.pt"] == saved
+    train.main(args)
+    assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
+
+
+def test_ctrl_c_during_training_is_one_line_and_auto_continues(char_data, tmp_path):
+    args = tiny_args(char_data, tmp_path, max_iters=400, lr_decay_iters=400, eval_interval=4)
+    p = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    for line in p.stdout:  # past the step-4 checkpoint
+        if line.startswith("step 6:"):
+            break
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    (last,) = [line for line in err.splitlines() if line.startswith("error:")]
+    step = int(re.search(r"interrupted during step (\d+) of 400", last).group(1))
+    saved = checkpoint.load(tmp_path / "ckpt.pt")["iter_num"]
+    assert 4 <= saved <= step and f"the last checkpoint is step {saved} in {tmp_path}" in last
+    assert last.endswith("continue with --init_from=auto")
+    train.main(tiny_args(char_data, tmp_path, max_iters=400, lr_decay_iters=400, eval_interval=4, init_from="auto"))
+    assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 400

@@ -241,6 +241,9 @@ def test_compare_bad_input(tmp_path):
         ([str(tmp_path / "base"), "--baseline=x", "--png="], "--baseline='x' is not an arm"),
         ([*runs, "--png="], f"{tmp_path / 'nlq2'} has a non-finite val loss at step 0"),
         ([str(tmp_path / "base"), f"--png={tmp_path / 'no' / 'c.png'}"], "is not writable"),
+        ([str(tmp_path / "base"), f"--png={tmp_path}"], "is a directory: name a file"),
+        ([str(tmp_path / "base"), f"--png={tmp_path / 'c.pgn'}"], "not a figure format matplotlib writes"),
+        ([str(tmp_path / "base"), "--png=", f"--md={tmp_path / 'empty'}"], "--md"),
     ]:
         with pytest.raises(SystemExit) as e:
             compare.main(args)

@@ -54,7 +54,14 @@ def load_source(name: str, num_proc: int):
         kw = {}
         if suffix == ".txt":  # a directory: one document per file; one file: one per paragraph
             kw = {"sample_by": "document" if path.is_dir() else "paragraph"}
-        return datasets.load_dataset(LOCAL_BUILDERS[suffix], data_files=files, num_proc=num_proc, **kw)
+        try:
+            return datasets.load_dataset(LOCAL_BUILDERS[suffix], data_files=files, num_proc=num_proc, **kw)
+        except Exception as e:  # a damaged line or file: the library's cause is the useful part
+            cause = e.__cause__ or e
+            raise DataError(
+                f"--dataset {name} cannot be read as {suffix} ({type(cause).__name__}: "
+                f"{str(cause).splitlines()[0] if str(cause) else ''}): repair or remove the damaged file or line"
+            ) from None
     try:
         return datasets.load_dataset(name, num_proc=num_proc)
     except Exception as e:  # a loading script, or another format the library no longer reads
