@@ -75,7 +75,22 @@ def plan(configs, seeds, out_root: Path, extra) -> list[Run]:
     return runs
 
 
+# Run before the launcher: the run is sent SIGTERM when the sweep's thread that started it dies, however it
+# dies (Linux's parent-death signal, kept across exec), so a killed sweep leaves no orphan training; if the
+# sweep is already gone, the run does not start.
+STOP_WITH_SWEEP = (
+    "import ctypes, os, signal, sys\n"
+    "parent = int(sys.argv[1])\n"
+    "if sys.platform == 'linux':\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != parent:\n"
+    "    sys.exit('error: the sweep that started this run is gone')\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
+
+
 def command(run: Run, launcher: str, extra) -> list[str]:
+    """What the run executes (shown by --dry_run)."""
     return [
         *shlex.split(launcher),
         str(ROOT / "train.py"),
@@ -101,8 +116,9 @@ def execute(run: Run, launcher: str, extra, gpu: str | None) -> str | None:
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     log = run.out_dir / "train.log"
+    guarded = [sys.executable, "-c", STOP_WITH_SWEEP, str(os.getpid()), *command(run, launcher, extra)]
     with open(log, "a") as f:
-        code = subprocess.run(command(run, launcher, extra), stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        code = subprocess.run(guarded, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
     return None if code == 0 else last_error(log)
 
 
@@ -152,6 +168,9 @@ def run(argv):
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise UserError(f"--seeds={args.seeds}: use a comma list of integers, e.g. 1,2,3") from None
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice or not seeds:
+        raise UserError(f"--seeds={args.seeds}: give each seed once (repeated: {twice}), e.g. 1,2,3")
     out_root = Path(args.out_root)
     runs = plan(args.arms, seeds, out_root, extra)
     if len({r.arm for r in runs}) < len(args.arms):

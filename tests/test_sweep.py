@@ -1,6 +1,10 @@
 """sweep.py: every arm x seed, resumable; finished runs are never trained again."""
 
+import fcntl
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +13,7 @@ import checkpoint
 import sweep
 import train
 
+ROOT = Path(__file__).resolve().parents[1]
 ARM = """
 dataset = {data!r}
 n_layer, n_head, n_embd, block_size, vocab_size = 1, 2, 16, 16, 65
@@ -66,3 +71,43 @@ def test_arm_names_drop_the_shared_prefix():
     assert sweep.arm_names(["config/owt_baseline.py", "config/owt_nlq_tuned.py"]) == ["baseline", "nlq_tuned"]
     assert sweep.arm_names(["config/mini_baseline.py", "x/mini_wide_mlp.py"]) == ["baseline", "wide_mlp"]
     assert sweep.arm_names(["config/quickstart.py"]) == ["quickstart"]
+
+
+def lock_is_free(out_dir) -> bool:
+    """No training process holds the out_dir (the lock train.py takes; the OS frees it when it dies)."""
+    with open(Path(out_dir) / "train.lock", "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+def test_a_killed_sweep_stops_its_runs_and_the_rerun_resumes_them(char_data, tmp_path):
+    base, _, _ = write_arms(tmp_path, char_data)
+    root = tmp_path / "out"
+    long = ["--max_iters=100000", "--lr_decay_iters=100000", "--eval_interval=50"]
+    p = subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), base, "--seeds=1", f"--out_root={root}", *long])
+    log = root / "tiny_base-s1" / "train.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "step 60:" in log.read_text()):  # training, past its step-50 checkpoint
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.2)
+    p.kill()  # SIGKILL: the sweep cannot clean up after itself
+    p.wait()
+    deadline = time.monotonic() + 30
+    while not lock_is_free(root / "tiny_base-s1"):
+        assert time.monotonic() < deadline, "the run kept training after its sweep was killed"
+        time.sleep(0.2)
+    saved = checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"]
+    short = ["--max_iters=120", "--lr_decay_iters=100000", "--eval_interval=50", "--allow_schedule_change=True"]
+    sweep.main([base, "--seeds=1", f"--out_root={root}", "--png=", *short])  # not refused as "in use"
+    assert saved >= 50 and checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"] == 120
+
+
+def test_a_seed_given_twice_is_refused(char_data, tmp_path):
+    base, nlq, _ = write_arms(tmp_path, char_data)
+    for seeds in ("1,1", "2,1,2", ","):
+        with pytest.raises(SystemExit) as e:
+            sweep.main([base, nlq, f"--seeds={seeds}", f"--out_root={tmp_path / 'out'}", "--dry_run"])
+        assert str(e.value.code).startswith("error: --seeds=") and "give each seed once" in str(e.value.code)
