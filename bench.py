@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import torch
 import torch.distributed as dist
@@ -28,6 +29,7 @@ import torch.distributed as dist
 import parallel
 from atomic import atomic_write_text
 from configurator import parse
+from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, cli_main
 from hardware import autocast, peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
@@ -43,22 +45,27 @@ PRESETS = {
 
 @dataclass
 class BenchConfig:
-    preset: str = "gpt2"  # 'gpt2' (GPT-2 small) or 'tiny' (4 x 4 x 128, block 64)
-    modes: tuple[str, ...] = ARMS  # a comma list of query modes (and wide_mlp); linear is the reference
-    batch_size: int | None = None  # training rows; None: 12, or 1 for gpt2 on CPU
-    repeats: int = 5  # interleaved rounds
-    steps: int = 3  # timed training steps per round (after one warm-up step)
-    prompt_len: int | None = None  # None: 256, or block_size // 2 if smaller
-    decode_tokens: int | None = None  # None: 64, or what fits after the prompt
+    preset: Annotated[str, OneOf(*PRESETS)] = "gpt2"  # 'gpt2' (GPT-2 small) or 'tiny' (4 x 4 x 128, block 64)
+    modes: Annotated[tuple[str, ...], Each(OneOf(*ARMS), nonempty=True)] = ARMS  # linear is the reference
+    batch_size: Annotated[int | None, At(1)] = None  # training rows; None: 12, or 1 for gpt2 on CPU
+    repeats: Annotated[int, At(1)] = 5  # interleaved rounds
+    steps: Annotated[int, At(1)] = 3  # timed training steps per round (after one warm-up step)
+    prompt_len: Annotated[int | None, At(1)] = None  # None: 256, or block_size // 2 if smaller
+    decode_tokens: Annotated[int | None, At(1)] = None  # None: 64, or what fits after the prompt
     recompute: bool = True  # also time generation without the cache (linear only), as nanoGPT generates
-    decode_dtype: str = "auto"  # prefill and decode as sample.py runs them (on a CPU, auto is measured on linear)
-    device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
-    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
+    decode_dtype: Annotated[str, DTYPE] = "auto"  # as sample.py decodes (CPU auto: measured on linear)
+    device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
+    dtype: Annotated[str, DTYPE] = "auto"  # auto: bf16 (or fp16) on a GPU, float32 on a CPU
     compile: bool | None = None  # None: on for CUDA
-    parallelism: str = "none"  # 'none', or under torchrun 'ddp' / 'fsdp': the training step only, spread so
+    parallelism: Annotated[str, OneOf("none", *parallel.PARALLELISMS)] = "none"  # under torchrun: the step only
     activation_checkpointing: bool = False  # recompute each block's activations in backward, as in train.py
-    cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured
-    out: str = "bench.json"  # where the JSON report goes
+    cpu_peak_flops: Annotated[float | None, At(above=0)] = None  # for MFU on CPU; None: measured
+    out: Annotated[str, Text()] = "bench.json"  # where the JSON report goes
+
+    def __post_init__(self):
+        check(self)
+        if "linear" not in self.modes:
+            raise ValueError(f"modes={self.modes!r} is invalid: it must include 'linear', the reference")
 
 
 def timed(fn, device):
@@ -137,16 +144,6 @@ def summary(values):
 
 
 def measure(cfg: BenchConfig):
-    if cfg.preset not in PRESETS:
-        raise ConfigError(f"preset={cfg.preset!r} is invalid: use one of {', '.join(PRESETS)}")
-    unknown = [m for m in cfg.modes if m not in ARMS]
-    if unknown or "linear" not in cfg.modes:
-        raise ConfigError(f"modes={cfg.modes!r} must include 'linear' (the reference) and use only {ARMS}")
-    for field in ("repeats", "steps"):
-        if getattr(cfg, field) < 1:
-            raise ConfigError(f"{field}={getattr(cfg, field)} is invalid: it must be >= 1")
-    if cfg.decode_dtype not in ("auto", "float32", "bfloat16", "float16"):
-        raise ConfigError(f"decode_dtype={cfg.decode_dtype!r} is invalid: use auto, float32, bfloat16 or float16")
     device = setup(cfg)
     device_type = device.split(":")[0]
     dtype = resolve_dtype(cfg.dtype, device_type)

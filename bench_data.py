@@ -15,10 +15,12 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 from atomic import atomic_write_text
 from configurator import parse
 from dataset import open_split
+from domains import At, Text, check
 from errors import ConfigError, cli_main
 from loader import TrainBatches
 
@@ -39,13 +41,16 @@ PLAIN_LOOP = textwrap.dedent("""
 
 @dataclass
 class DataBenchConfig:
-    input: str = "../shared/data/tinyshakespeare.txt"  # a UTF-8 text, cut into documents
-    copies: int = 8  # the large corpus is this many copies of the input (the small one: 2)
-    num_proc: int = 2  # prepare's worker processes
-    block_size: int = 1024  # the loader's window
-    batch_size: int = 12  # rows per loader batch
-    batches: int = 200  # loader batches timed
-    out: str = "bench_data.json"  # where the JSON report goes
+    input: Annotated[str, Text()] = "../shared/data/tinyshakespeare.txt"  # a UTF-8 text, cut into documents
+    copies: Annotated[int, At(1)] = 8  # the large corpus is this many copies of the input (the small one: 2)
+    num_proc: Annotated[int, At(1)] = 2  # prepare's worker processes
+    block_size: Annotated[int, At(1)] = 1024  # the loader's window
+    batch_size: Annotated[int, At(1)] = 12  # rows per loader batch
+    batches: Annotated[int, At(1)] = 200  # loader batches timed
+    out: Annotated[str, Text()] = "bench_data.json"  # where the JSON report goes
+
+    def __post_init__(self):
+        check(self)
 
 
 # Runs a command and prints the peak RSS (KiB) of its largest process. A fresh wrapper per command,

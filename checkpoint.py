@@ -120,9 +120,12 @@ def model_config(ckpt: dict, path, **overrides):
 
 def model_from(ckpt: dict, path, **overrides):
     """The GPT a checkpoint describes, with its weights (read from the shards, whole, if sharded)."""
+    from memory import check_fits, parameter_count
     from model import GPT
 
-    model = GPT(model_config(ckpt, path, **overrides))
+    config = model_config(ckpt, path, **overrides)
+    check_fits(parameter_count(config), 4, "cpu", "float32 weights")
+    model = GPT(config)
     restore_weights(model, ckpt, path)
     return model
 

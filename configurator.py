@@ -6,8 +6,8 @@
 Arguments apply left to right. Every key must be a field of one of the given dataclasses (a typo is an
 error that suggests the nearest keys) and every value must fit the field's type. A bare --flag sets a
 bool field to True. Tuple fields take a comma list (--tasks=lambada,wikitext) or Python syntax. --help
-lists every field with its type, default and the comment written beside it in the dataclass, so the
-help cannot drift from the code.
+lists every field with its type, its domain (domains.py), its default and the comment written beside it in
+the dataclass, so the help cannot drift from the code.
 """
 
 import ast
@@ -21,6 +21,7 @@ import tokenize
 import types
 import typing
 
+from domains import domain_of
 from errors import ConfigError
 
 
@@ -104,9 +105,9 @@ def help_text(prog: str, doc: str, schemas) -> str:
             if heading != current:
                 parts += ["", heading]
                 current = heading
-            parts.append(
-                f"  --{name}={defaults[name]!r}  ({_type_name(hints[name])})" + (f"  {comment}" if comment else "")
-            )
+            domain = domain_of(cls, name)
+            kind = _type_name(hints[name]) + (f"; {domain.describe()}" if domain else "")
+            parts.append(f"  --{name}={defaults[name]!r}  ({kind})" + (f"  {comment}" if comment else ""))
     return "\n".join(parts) + "\n"
 
 

@@ -1,5 +1,6 @@
 """What a run needs per GPU before it runs (train.py --dry_run=N): parameters, gradients, AdamW state and
-activations, under DDP and under FSDP on N GPUs.
+activations, under DDP and under FSDP on N GPUs; and the refusal, before anything is allocated, of a model
+whose weights and optimizer state alone cannot fit the memory this machine has free (check_fits).
 
 Parameters, gradients and optimizer state are counts times bytes. Activations are traced, not modelled:
 one micro-batch's forward runs on the meta device (shapes only, no memory, no arithmetic) and the
@@ -10,13 +11,46 @@ holds on top: the logits' gradient, or, with activation checkpointing, one block
 """
 
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
 import parallel
+from errors import ConfigError
 from model import GPT
 
 GiB = 2**30
+
+
+def parameter_count(model_cfg) -> int:
+    """The model's parameters, counted on the meta device (nothing allocated)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in GPT(model_cfg).parameters())
+
+
+def free_bytes(device: str) -> int | None:
+    """Memory free for a new model: a GPU's free memory, a CPU's MemAvailable (Linux); None if unknown."""
+    if device.startswith("cuda"):
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_fits(n: int, bytes_per_param: float, device: str, what: str) -> None:
+    """Refuse, in one line with the numbers, a model of n parameters whose what (e.g. weights, gradients and
+    AdamW state: bytes_per_param per parameter) exceeds the memory free on device."""
+    need, free = n * bytes_per_param, free_bytes(device)
+    if free is not None and need > free:
+        raise ConfigError(
+            f"the model has {n:,} parameters: its {what} need {need / GiB:,.1f} GiB, more than the "
+            f"{free / GiB:,.1f} GiB free on {device}; lower n_layer, n_embd or vocab_size (or spread it: "
+            "--parallelism=fsdp on more GPUs)"
+        )
 
 
 def saved_bytes(model, batch_size: int, seq_len: int) -> int:

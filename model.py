@@ -16,10 +16,13 @@ queries with mlp_ratio=4.75; query_mode='wide_mlp' is still read as exactly that
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from domains import At, OneOf, check
 
 
 @dataclass(frozen=True)
@@ -50,33 +53,33 @@ POS_EMBEDDINGS = ("learned", "rotary")
 
 @dataclass
 class GPTConfig:
-    block_size: int = 1024  # context length in tokens
-    vocab_size: int = 50304  # GPT-2's 50257 padded up to a multiple of 64 for speed
-    n_layer: int = 12  # transformer blocks
-    n_head: int = 12  # attention (query) heads per block
-    n_embd: int = 768  # model width d
-    n_kv_head: int | None = None  # None: one K/V head per query head; fewer: grouped-query attention
-    dropout: float = 0.0  # on embeddings, attention weights and residual branches
+    block_size: Annotated[int, At(1)] = 1024  # context length in tokens
+    vocab_size: Annotated[int, At(1)] = 50304  # GPT-2's 50257 padded up to a multiple of 64 for speed
+    n_layer: Annotated[int, At(1)] = 12  # transformer blocks
+    n_head: Annotated[int, At(1)] = 12  # attention (query) heads per block
+    n_embd: Annotated[int, At(1)] = 768  # model width d
+    n_kv_head: Annotated[int | None, At(1)] = None  # None: one K/V head per query head; fewer: grouped-query attention
+    dropout: Annotated[float, At(0, below=1)] = 0.0  # on embeddings, attention weights and residual branches
     bias: bool = False  # biases in the Linear and LayerNorm layers (GPT-2 and GPT-NeoX: True)
-    query_mode: str = "linear"  # linear, identity, residual or residual_gelu (see QUERY_MODES)
-    query_hidden: int | None = None  # residual_gelu's W1 width r; None: n_embd // 2 (the paper)
-    attn_scale: float | None = None  # softmax scale; None: the query mode's default (see QueryMode)
-    mlp_ratio: float | None = None  # MLP hidden = int(mlp_ratio * n_embd); None: 4 (13/3 gives the paper's 3328)
-    activation: str = "gelu"  # MLP activation: exact 'gelu' (nanoGPT, Pythia) or 'gelu_tanh' (GPT-2)
-    pos_embedding: str = "learned"  # 'learned' table or 'rotary' (no table)
-    rotary_pct: float = 1.0  # fraction of each head's dims that rotary rotates (GPT-NeoX: 0.25)
-    rope_base: float = 10000.0  # rotary frequency base
+    query_mode: Annotated[str, OneOf(*QUERY_MODES)] = "linear"  # see QUERY_MODES
+    query_hidden: Annotated[int | None, At(1)] = None  # residual_gelu's W1 width r; None: n_embd // 2 (the paper)
+    attn_scale: Annotated[float | None, At(above=0)] = None  # softmax scale; None: the query mode's (see QueryMode)
+    mlp_ratio: Annotated[float | None, At(above=0)] = None  # MLP hidden = int(ratio * n_embd); None: 4 (13/3: 3328)
+    activation: Annotated[str, OneOf(*ACTIVATIONS)] = "gelu"  # exact 'gelu' (nanoGPT, Pythia) or 'gelu_tanh' (GPT-2)
+    pos_embedding: Annotated[str, OneOf(*POS_EMBEDDINGS)] = "learned"  # 'learned' table or 'rotary' (no table)
+    rotary_pct: Annotated[float, At(above=0, hi=1)] = 1.0  # fraction of head dims rotated (GPT-NeoX: 0.25)
+    rope_base: Annotated[float, At(above=1)] = 10000.0  # rotary frequency base
     parallel_residual: bool = False  # x + attn(ln_1 x) + mlp(ln_2 x), as GPT-NeoX
     tie_embeddings: bool = True  # lm_head shares the token embedding
-    norm_eps: float = 1e-5  # epsilon of every LayerNorm / RMSNorm
+    norm_eps: Annotated[float, At(above=0)] = 1e-5  # epsilon of every LayerNorm / RMSNorm
     # arXiv 2604.10791: x~ = x^ + W_down SiLU(W_up x^) on the block's normalised input x^, before Q/K/V
     preproj: bool = False  # add the pre-projection x~ before Q/K/V
-    preproj_ratio: float = 1.25  # W_up's width, as a multiple of n_embd
+    preproj_ratio: Annotated[float, At(above=0)] = 1.25  # W_up's width, as a multiple of n_embd
     content_skip: bool = False  # block output += W_skip x~ (d x d, no bias), bypassing attention
-    skip_init_std: float = 1e-4  # W_skip's init std (nearly zero: the model starts as it was)
+    skip_init_std: Annotated[float, At(0)] = 1e-4  # W_skip's init std (nearly zero: the model starts as it was)
     # LoRA on the attention's input (c_attn) and output (c_proj) projections; 0: off
-    lora_rank: int = 0  # LoRA rank r
-    lora_alpha: float | None = None  # None: 2 * lora_rank
+    lora_rank: Annotated[int, At(0)] = 0  # LoRA rank r
+    lora_alpha: Annotated[float | None, At(above=0)] = None  # None: 2 * lora_rank
 
     def __post_init__(self):
         def bad(field, allowed):
@@ -85,25 +88,17 @@ class GPTConfig:
         if self.query_mode == "wide_mlp":  # the old name of an arm, kept for configs and checkpoints
             self.query_mode = "linear"
             self.mlp_ratio = WIDE_MLP_RATIO if self.mlp_ratio is None else self.mlp_ratio
-        if self.query_mode not in QUERY_MODES:
-            bad("query_mode", "use one of " + ", ".join(QUERY_MODES))
-        if self.activation not in ACTIVATIONS:
-            bad("activation", "use one of " + ", ".join(ACTIVATIONS))
-        if self.pos_embedding not in POS_EMBEDDINGS:
-            bad("pos_embedding", "use one of " + ", ".join(POS_EMBEDDINGS))
-        for field in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
-            if getattr(self, field) < 1:
-                bad(field, "must be a positive integer")
+        check(self)
         if self.n_embd % self.n_head:
             bad("n_embd", f"must be divisible by n_head={self.n_head}")
-        if self.n_kv_head is not None and (self.n_kv_head < 1 or self.n_head % self.n_kv_head):
+        if self.n_kv_head is not None and self.n_head % self.n_kv_head:
             bad("n_kv_head", f"must be a positive divisor of n_head={self.n_head}")
         if self.pos_embedding == "rotary" and (self.rotary_dims < 2 or self.rotary_dims % 2):
             bad("rotary_pct", f"must give an even number >= 2 of rotary dims out of head_dim={self.head_dim}")
-        if not 0.0 <= self.dropout < 1.0:
-            bad("dropout", "must be in [0, 1)")
-        if self.lora_rank < 0:
-            bad("lora_rank", "must be >= 0 (0 turns LoRA off)")
+        if self.mlp_hidden < 1:
+            bad("mlp_ratio", f"must give at least one hidden unit at n_embd={self.n_embd}")
+        if self.preproj and int(self.preproj_ratio * self.n_embd) < 1:
+            bad("preproj_ratio", f"must give at least one hidden unit at n_embd={self.n_embd}")
 
     @property
     def head_dim(self) -> int:

@@ -13,11 +13,13 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import torch
 
 from checkpoint import load_for_inference
 from configurator import parse
+from domains import DEVICE, DTYPE, AnyText, At, Text, check
 from errors import ConfigError, cli_main
 from hardware import autocast, choose_cpu_dtype, resolve_device, resolve_dtype
 from tokenizer import codec, tokenizer_vocab
@@ -25,27 +27,21 @@ from tokenizer import codec, tokenizer_vocab
 
 @dataclass
 class SampleConfig:
-    init_from: str = "resume"  # 'resume' (out_dir/ckpt.pt), 'gpt2'..'gpt2-xl', a Pythia name or a local HF directory
-    out_dir: str = "out"  # the run to sample from, with init_from=resume
-    start: str = "\n"  # the prompt, or FILE:path to read it from a file
-    num_samples: int = 3  # samples drawn as one batch
-    max_new_tokens: int = 500  # tokens generated per sample
-    temperature: float = 0.8  # 0: greedy; below 1 sharper, above 1 flatter
-    top_k: int | None = 200  # sample among the top_k most likely tokens; None: all
-    seed: int = 1337  # the sampling generator's seed
+    init_from: Annotated[str, Text()] = "resume"  # resume (out_dir's checkpoint), gpt2.., Pythia or a HF dir
+    out_dir: Annotated[str, Text()] = "out"  # the run to sample from, with init_from=resume
+    start: Annotated[str, AnyText()] = "\n"  # the prompt, or FILE:path to read it from a file
+    num_samples: Annotated[int, At(1)] = 3  # samples drawn as one batch
+    max_new_tokens: Annotated[int, At(1)] = 500  # tokens generated per sample
+    temperature: Annotated[float, At(0)] = 0.8  # 0: greedy; below 1 sharper, above 1 flatter
+    top_k: Annotated[int | None, At(1)] = 200  # sample among the top_k most likely tokens; None: all
+    seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # the sampling generator's seed
     use_cache: bool = True  # KV cache; False recomputes the whole context per token (as nanoGPT)
-    device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
-    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'; on a CPU, the weights' dtype (auto: measured)
+    device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
+    dtype: Annotated[str, DTYPE] = "auto"  # on a CPU, the weights' dtype (auto: measured)
     compile: bool = False  # accepted for nanoGPT's command lines; decoding here is not compiled
 
     def __post_init__(self):
-        for field in ("num_samples", "max_new_tokens"):
-            if getattr(self, field) < 1:
-                raise ValueError(f"{field}={getattr(self, field)} is invalid: it must be >= 1")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k={self.top_k} is invalid: use a positive integer, or None for no cut")
-        if self.temperature < 0:
-            raise ValueError(f"temperature={self.temperature} is invalid: use 0 (greedy) or more")
+        check(self)
 
 
 def read_prompt(start: str) -> str:

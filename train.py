@@ -24,6 +24,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import torch
 import torch.distributed as dist
@@ -32,10 +33,11 @@ import checkpoint
 import parallel
 from configurator import parse
 from dataset import check_token_ids, load_meta, open_split
+from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, UserError, cli_main
 from hardware import autocast, choose_cpu_dtype, peak_flops, resolve_device, resolve_dtype
 from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
-from memory import print_estimate
+from memory import check_fits, parameter_count, print_estimate
 from model import GPT, PROBE_FIELDS, GPTConfig
 from rundir import RunDir, Wandb
 
@@ -61,70 +63,55 @@ SCHEDULE = {
 @dataclass
 class TrainConfig:
     # I/O
-    out_dir: str = "out"  # one run per out_dir: checkpoints, metrics.jsonl, config.json
-    init_from: str = "scratch"  # scratch, resume, auto (resume if out_dir has a checkpoint), or 'gpt2'.. / a HF dir
-    eval_interval: int = 2000  # evaluate and write out_dir/ckpt.pt every eval_interval steps
-    eval_iters: int = 200  # the fixed validation set holds eval_iters * batch_size windows
+    out_dir: Annotated[str, Text()] = "out"  # one run per out_dir: checkpoints, metrics.jsonl, config.json
+    init_from: Annotated[str, Text()] = "scratch"  # scratch, resume, auto (resume if a checkpoint), gpt2.. or a HF dir
+    eval_interval: Annotated[int, At(1)] = 2000  # evaluate and write out_dir/ckpt.pt every eval_interval steps
+    eval_iters: Annotated[int, At(1)] = 200  # the fixed validation set holds eval_iters * batch_size windows
     eval_only: bool = False  # evaluate the checkpoint (or pretrained weights), print, write nothing
-    log_interval: int = 1  # steps between console lines / metrics records (the only host syncs)
-    keep_checkpoints: tuple[int, ...] = ()  # steps whose checkpoint is also kept as ckpt_<step>.pt
+    log_interval: Annotated[int, At(1)] = 1  # steps between console lines / metrics records (the only host syncs)
+    keep_checkpoints: Annotated[tuple[int, ...], Each(At(0))] = ()  # steps also kept as ckpt_<step>.pt
     always_save_checkpoint: bool = True  # nanoGPT's key: False saves ckpt.pt only when the val loss improves
     freeze_pretrained: bool = False  # frozen probe: train only preproj / content_skip / LoRA parameters
     allow_schedule_change: bool = False  # let a resume change the lr schedule (max_iters, lr_decay_iters, ...)
     # wandb
     wandb_log: bool = False  # log to wandb too (needs `wandb login`, or WANDB_MODE=offline)
-    wandb_project: str = "nonlinear-queries"  # wandb project
-    wandb_group: str | None = None  # the arms of one sweep share a group
-    wandb_run_name: str | None = None  # the arm's name; compare.py pools runs of one name as seeds
+    wandb_project: Annotated[str, Text()] = "nonlinear-queries"  # wandb project
+    wandb_group: Annotated[str | None, Text()] = None  # the arms of one sweep share a group
+    wandb_run_name: Annotated[str | None, Text()] = None  # the arm's name; compare.py pools runs of one name as seeds
     # data
-    dataset: str = "openwebtext"  # data/<dataset>, or a directory holding train.bin/val.bin/meta.json
-    data_seed: int = 1337  # batch order and evaluation windows; keep it fixed across arms
-    sampling: str = "random"  # 'random' windows (the paper), 'permutation' (no replacement), 'lines' (one per row)
-    batch_size: int = 12  # rows per micro-step per process
-    gradient_accumulation_steps: int = 40  # micro-steps per optimizer step, summed over all processes
-    seed: int = 1337  # model init and dropout; vary it for multi-seed error bars
+    dataset: Annotated[str, Text()] = "openwebtext"  # data/<dataset>, or a directory with train.bin/val.bin
+    data_seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # batch order and evaluation windows; keep it fixed across arms
+    sampling: Annotated[str, OneOf(*SAMPLINGS)] = "random"  # 'random' windows (the paper), 'permutation', 'lines'
+    batch_size: Annotated[int, At(1)] = 12  # rows per micro-step per process
+    gradient_accumulation_steps: Annotated[int, At(1)] = 40  # micro-steps per optimizer step, summed over all processes
+    seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # model init and dropout; vary it for multi-seed error bars
     # AdamW and schedule
-    learning_rate: float = 6e-4  # peak learning rate, after warmup
-    max_iters: int = 60000  # optimizer steps of the whole run
-    weight_decay: float = 0.1  # on parameters with >= 2 dims only
-    beta1: float = 0.9  # AdamW beta1
-    beta2: float = 0.95  # AdamW beta2
-    grad_clip: float = 1.0  # 0 disables clipping
+    learning_rate: Annotated[float, At(above=0)] = 6e-4  # peak learning rate, after warmup
+    max_iters: Annotated[int, At(0)] = 60000  # optimizer steps of the whole run
+    weight_decay: Annotated[float, At(0)] = 0.1  # on parameters with >= 2 dims only
+    beta1: Annotated[float, At(0, below=1)] = 0.9  # AdamW beta1
+    beta2: Annotated[float, At(0, below=1)] = 0.95  # AdamW beta2
+    grad_clip: Annotated[float, At(0)] = 1.0  # 0 disables clipping
     decay_lr: bool = True  # warmup + cosine decay; False: constant learning_rate
-    warmup_iters: int = 2000  # linear warmup steps
-    lr_decay_iters: int | None = None  # None: max_iters
-    min_lr: float | None = None  # None: learning_rate / 10
+    warmup_iters: Annotated[int, At(0)] = 2000  # linear warmup steps
+    lr_decay_iters: Annotated[int | None, At(1)] = None  # None: max_iters
+    min_lr: Annotated[float | None, At(0)] = None  # None: learning_rate / 10
     # system
-    device: str = "auto"  # 'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
-    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
+    device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
+    dtype: Annotated[str, DTYPE] = "auto"  # auto: bf16 (or fp16) on a GPU; on a CPU, measured
     compile: bool = True  # torch.compile the model
-    param_dtype: str = "float32"  # 'bfloat16': parameters and AdamW state in bf16 (the probe paper's code)
-    backend: str | None = None  # torchrun's process-group backend; None: nccl on GPUs, gloo on CPUs
-    parallelism: str = "ddp"  # under torchrun: 'ddp' (a whole model per process) or 'fsdp' (sharded, FSDP2)
+    param_dtype: Annotated[str, OneOf("float32", "bfloat16")] = "float32"  # bfloat16: weights, AdamW state in bf16
+    backend: Annotated[str | None, OneOf("nccl", "gloo")] = None  # None: nccl on GPUs, gloo on CPUs
+    parallelism: Annotated[str, OneOf(*parallel.PARALLELISMS)] = "ddp"  # ddp: whole models; fsdp: sharded
     activation_checkpointing: bool = False  # recompute each block's activations in backward: less memory
     reshard_micro_steps: bool = False  # fsdp: gather parameters anew every micro-step (less memory, more traffic)
-    dry_run: int = 0  # N > 0: print parameters and memory per GPU on N GPUs under DDP and FSDP, then exit
-    cpu_peak_flops: float | None = None  # for MFU on CPU; None: measured at start
+    dry_run: Annotated[int, At(0)] = 0  # N > 0: print memory per GPU on N GPUs under DDP and FSDP, then exit
+    cpu_peak_flops: Annotated[float | None, At(above=0)] = None  # for MFU on CPU; None: measured at start
 
     def __post_init__(self):
-        for field in ("batch_size", "gradient_accumulation_steps", "eval_interval", "eval_iters", "log_interval"):
-            if getattr(self, field) < 1:
-                raise ValueError(f"{field}={getattr(self, field)} is invalid: it must be >= 1")
-        for field in ("max_iters", "warmup_iters"):
-            if getattr(self, field) < 0:
-                raise ValueError(f"{field}={getattr(self, field)} is invalid: it must be >= 0")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate={self.learning_rate} is invalid: it must be > 0")
-        if self.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling={self.sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
-        if self.param_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"param_dtype={self.param_dtype!r} is invalid: use float32 or bfloat16")
-        if self.parallelism not in parallel.PARALLELISMS:
-            raise ValueError(f"parallelism={self.parallelism!r} is invalid: use ddp or fsdp")
-        if self.dry_run < 0:
-            raise ValueError(f"dry_run={self.dry_run} is invalid: give the number of GPUs to estimate for")
-        if self.grad_clip < 0:
-            raise ValueError(f"grad_clip={self.grad_clip} is invalid: use a positive norm, or 0 for no clipping")
+        check(self)
+        if self.min_lr is not None and self.min_lr > self.learning_rate:
+            raise ValueError(f"min_lr={self.min_lr} is invalid: it must be <= learning_rate={self.learning_rate}")
 
 
 class Diverged(UserError):
@@ -300,6 +287,7 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, path):
     origin is the init_from that made the weights ('scratch' or a pretrained name), kept across resumes."""
     probe = {k: getattr(model_cfg, k) for k in PROBE_FIELDS}
     if mode == "scratch":
+        check_memory(cfg, model_cfg)
         return GPT(model_cfg), None, "scratch"
     if mode == "resume":
         required = ("model", "model_args", "config", "optimizer", "iter_num", "origin")
@@ -310,7 +298,9 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, path):
             hint = " (a schedule change needs --allow_schedule_change=True)" if schedule_changed else ""
             raise ConfigError(f"cannot resume {path} with a different setup: {'; '.join(mismatched)}{hint}")
         # The weights are loaded once the model is spread (Trainer): under FSDP each rank reads its shards only.
-        model = GPT(checkpoint.model_config(ckpt, path, dropout=model_cfg.dropout))
+        saved_cfg = checkpoint.model_config(ckpt, path, dropout=model_cfg.dropout)
+        check_memory(cfg, saved_cfg)
+        model = GPT(saved_cfg)
         return model, {**ckpt, "path": str(path)}, ckpt["origin"]
     if GPT.is_pretrained_source(mode):
         try:
@@ -321,6 +311,16 @@ def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, path):
         f"init_from={mode!r} is invalid: use scratch, resume, auto, a GPT-2 name (gpt2, gpt2-medium, "
         "gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory"
     )
+
+
+def check_memory(cfg: TrainConfig, model_cfg: GPTConfig) -> None:
+    """Before the model is built: its float32 weights fit the host (they are made there), and its weights,
+    gradients and AdamW state fit the training device (a GPU holds its FSDP shard only)."""
+    n = parameter_count(model_cfg)
+    check_fits(n, 4, "cpu", "float32 weights")
+    device = resolve_device(cfg.device)
+    shards = int(os.environ.get("WORLD_SIZE", 1)) if cfg.parallelism == "fsdp" and device != "cpu" else 1
+    check_fits(n, 4 * getattr(torch, cfg.param_dtype).itemsize / shards, device, "weights, gradients and AdamW state")
 
 
 def check_model(model: GPT, cfg: TrainConfig, model_cfg: GPTConfig, data: Data, origin: str) -> None:

@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import torch
 
@@ -32,6 +33,7 @@ from atomic import atomic_write_text, check_writable
 from checkpoint import load_for_inference
 from configurator import parse
 from dataset import DataError
+from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, cli_main
 from hardware import autocast, resolve_device, resolve_dtype
 from tokenizer import codec
@@ -41,37 +43,28 @@ TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 
 @dataclass
 class EvalConfig:
-    init_from: str = "resume"  # 'resume' (out_dir/ckpt.pt), a GPT-2 or Pythia name, or a local HF directory
-    out_dir: str = "out"  # the run to evaluate, with init_from=resume
-    protocol: str = "paper"  # 'paper': as arXiv 2604.10791's official code; 'standard': acc / acc_norm (module doc)
-    tasks: tuple[str, ...] = TASKS  # a comma list of lambada, hellaswag, arc_easy, wikitext
-    harness: tuple[str, ...] = ()  # lm-evaluation-harness tasks to run instead (harness.py), e.g. lambada_openai
-    harness_include: str | None = None  # a directory of harness task YAMLs (local tasks) for --harness
-    limit: int | None = 500  # items per task but wikitext (the paper used 500); None: all
-    wikitext_lines: int = 300  # paper: wikitext rows read (blank ones included); standard: qualifying lines
-    wikitext_min_chars: int = 50  # wikitext lines shorter than this are skipped
-    wikitext_min_tokens: int = 10  # wikitext lines of fewer tokens are skipped
-    ppl_len: int = 512  # wikitext lines are cut to this many tokens
-    batch_size: int = 16  # sequences per forward pass
-    lambada_file: str | None = None  # local JSONL copy of the data (the hub's fields); None: the hub
-    hellaswag_file: str | None = None  # local JSONL copy of HellaSwag; None: the hub
-    arc_easy_file: str | None = None  # local JSONL copy of ARC-Easy; None: the hub
-    wikitext_file: str | None = None  # local JSONL copy of WikiText-103; None: the hub
-    device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'
-    dtype: str = "auto"  # 'auto', 'float32', 'bfloat16', 'float16'
-    out: str | None = None  # results JSON; None: out_dir/eval.json for a checkpoint, else ./eval.json
+    init_from: Annotated[str, Text()] = "resume"  # resume (out_dir's checkpoint), gpt2.., Pythia or a HF dir
+    out_dir: Annotated[str, Text()] = "out"  # the run to evaluate, with init_from=resume
+    protocol: Annotated[str, OneOf(*taskdata.PROTOCOLS)] = "paper"  # the official code's, or 'standard' (module doc)
+    tasks: Annotated[tuple[str, ...], Each(OneOf(*TASKS), nonempty=True)] = TASKS  # a comma list
+    harness: Annotated[tuple[str, ...], Each(Text())] = ()  # lm-evaluation-harness tasks to run instead
+    harness_include: Annotated[str | None, Text()] = None  # a directory of local task YAMLs for --harness
+    limit: Annotated[int | None, At(1)] = 500  # items per task but wikitext (the paper used 500); None: all
+    wikitext_lines: Annotated[int, At(1)] = 300  # paper: rows read (blanks too); standard: kept lines
+    wikitext_min_chars: Annotated[int, At(0)] = 50  # wikitext lines shorter than this are skipped
+    wikitext_min_tokens: Annotated[int, At(0)] = 10  # wikitext lines of fewer tokens are skipped
+    ppl_len: Annotated[int, At(2)] = 512  # wikitext lines are cut to this many tokens
+    batch_size: Annotated[int, At(1)] = 16  # sequences per forward pass
+    lambada_file: Annotated[str | None, Text()] = None  # local JSONL copy of the data (the hub's fields); None: the hub
+    hellaswag_file: Annotated[str | None, Text()] = None  # local JSONL copy of HellaSwag; None: the hub
+    arc_easy_file: Annotated[str | None, Text()] = None  # local JSONL copy of ARC-Easy; None: the hub
+    wikitext_file: Annotated[str | None, Text()] = None  # local JSONL copy of WikiText-103; None: the hub
+    device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
+    dtype: Annotated[str, DTYPE] = "auto"  # auto: bf16 (or fp16) on a GPU, float32 on a CPU
+    out: Annotated[str | None, Text()] = None  # results JSON; None: out_dir/eval.json (resume), else ./eval.json
 
     def __post_init__(self):
-        if self.protocol not in taskdata.PROTOCOLS:
-            raise ValueError(f"protocol={self.protocol!r} is invalid: use {' or '.join(taskdata.PROTOCOLS)}")
-        unknown = [t for t in self.tasks if t not in TASKS]
-        if unknown or not self.tasks:
-            raise ValueError(f"tasks={self.tasks} is invalid: choose among {', '.join(TASKS)}")
-        if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit={self.limit} is invalid: use a positive count, or None for all items")
-        for field in ("wikitext_lines", "ppl_len", "batch_size"):
-            if getattr(self, field) < 1:
-                raise ValueError(f"{field}={getattr(self, field)} is invalid: it must be >= 1")
+        check(self)
 
 
 @torch.no_grad()

@@ -240,7 +240,7 @@ def test_flops_per_token_hand_count():
 def test_bad_config_names_field_value_and_allowed(kw, field):
     with pytest.raises(ValueError, match=field.replace("(", r"\(")) as err:
         GPTConfig(**{**TINY, **kw})
-    assert "use one of" in str(err.value) or "divisible" in str(err.value) or "divisor" in str(err.value)
+    assert "must be one of" in str(err.value) or "divisible" in str(err.value) or "divisor" in str(err.value)
 
 
 def test_sequence_longer_than_block_size():

@@ -1,0 +1,120 @@
+"""Every config value is checked before any work: each field of each config class declares its domain
+(domains.py), and a value just outside it is one line and a non-zero exit in the entry point that reads it."""
+
+import dataclasses
+import importlib
+import math
+import re
+from pathlib import Path
+
+import pytest
+from helpers import error_of, tiny_args
+
+import bench
+import bench_data
+import checkpoint
+import domains
+import memory
+import sample
+import train
+import zeroshot
+from model import GPTConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY_POINTS = {  # every config class, and the scripts that parse it
+    train.TrainConfig: train.main,
+    GPTConfig: train.main,
+    sample.SampleConfig: sample.main,
+    zeroshot.EvalConfig: zeroshot.main,
+    bench.BenchConfig: bench.main,
+    bench_data.DataBenchConfig: bench_data.main,
+}
+
+
+def project_config_classes():
+    """The dataclasses named *Config in the project's top-level modules."""
+    found = set()
+    for path in ROOT.glob("*.py"):
+        module = importlib.import_module(path.stem)
+        for obj in vars(module).values():
+            if dataclasses.is_dataclass(obj) and obj.__name__.endswith("Config") and obj.__module__ == path.stem:
+                found.add(obj)
+    return found
+
+
+def test_every_config_class_is_covered():
+    assert project_config_classes() == set(ENTRY_POINTS), "add the new config class and its entry point here"
+
+
+@pytest.mark.parametrize("cls", list(ENTRY_POINTS), ids=lambda c: c.__name__)
+def test_every_field_declares_its_domain(cls):
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if domains.base_type(cls, f.name) is not bool and domains.domain_of(cls, f.name) is None
+    ]
+    assert missing == [], f"declare a domain on these fields of {cls.__name__}: Annotated[type, At(...)/OneOf(...)]"
+
+
+def outside(cls, name):
+    """Values just outside a field's domain; for a bool field, values that are no bool."""
+    if domains.base_type(cls, name) is bool:
+        return ["maybe", 2]
+    return domains.domain_of(cls, name).outside()
+
+
+def cases():
+    return [(cls, f.name, v) for cls in ENTRY_POINTS for f in dataclasses.fields(cls) for v in outside(cls, f.name)]
+
+
+def on_the_command_line(value) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+@pytest.mark.parametrize("cls", list(ENTRY_POINTS), ids=lambda c: c.__name__)
+def test_each_value_just_outside_a_domain_is_refused_by_the_dataclass(cls):
+    for c, name, value in cases():
+        if c is cls:
+            with pytest.raises(ValueError, match=f"^{name}="):
+                cls(**{name: value})
+
+
+@pytest.mark.parametrize("cls", list(ENTRY_POINTS), ids=lambda c: c.__name__)
+def test_each_value_just_outside_a_domain_is_one_line_in_its_entry_point(cls, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written; if anything were, it would land here
+    for c, name, value in cases():
+        if c is cls:
+            message = error_of([f"--{name}={on_the_command_line(value)}"], main=ENTRY_POINTS[cls])
+            assert f"{name}=" in message and ("is invalid" in message or "is not of type" in message), message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_value_outside_its_domain_in_a_checkpoint_is_one_line(char_data, tmp_path):
+    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    ckpt = checkpoint.load(tmp_path / "ckpt.pt")
+    checkpoint.save({**ckpt, "model_args": {**ckpt["model_args"], "n_layer": -3}}, tmp_path / "ckpt.pt")
+    for main, argv in [
+        (sample.main, [f"--out_dir={tmp_path}", "--device=cpu"]),
+        (train.main, tiny_args(char_data, tmp_path, init_from="resume")),
+    ]:
+        message = error_of(argv, main=main)
+        assert "n_layer=-3 is invalid: it must be >= 1" in message
+
+
+def test_a_model_that_cannot_fit_is_refused_before_allocation(char_data, tmp_path):
+    vocab = int(memory.free_bytes("cpu") / 4 / 32 * 2)  # the 32-wide embedding table alone: twice what is free
+    message = error_of(tiny_args(char_data, tmp_path / "big", vocab_size=vocab))
+    assert re.search(r"the model has [\d,]+ parameters: its float32 weights need [\d,.]+ GiB, more than", message)
+    assert "GiB free on cpu" in message and not (tmp_path / "big").exists()
+    # A checkpoint naming such a model: sample.py refuses before building it.
+    train.main(tiny_args(char_data, tmp_path / "run", max_iters=4))
+    ckpt = checkpoint.load(tmp_path / "run" / "ckpt.pt")
+    checkpoint.save({**ckpt, "model_args": {**ckpt["model_args"], "vocab_size": vocab}}, tmp_path / "run" / "ckpt.pt")
+    assert "GiB free on cpu" in error_of([f"--out_dir={tmp_path / 'run'}", "--device=cpu"], main=sample.main)
+
+
+def test_at_names_the_bound_it_breaks():
+    at = domains.At(0, below=1)
+    assert at.problem(0.5) is None and at.problem(1) == "must be < 1" and at.problem(-1) == "must be >= 0"
+    assert at.problem(math.nan) == "must be a finite number"
+    assert all(at.problem(v) for v in at.outside())
