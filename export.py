@@ -14,12 +14,15 @@ import argparse
 from pathlib import Path
 
 import checkpoint
+from atomic import check_writable
 from errors import UserError, cli_main
 from train import TrainConfig, freeze_pretrained, make_optimizer
 
 
 def export(out_dir, out=None) -> Path:
-    """Write the newest sharded checkpoint of out_dir as one file; returns its path."""
+    """Write the newest intact sharded checkpoint of out_dir as one file; returns its path."""
+    target = Path(out) if out else Path(out_dir) / checkpoint.CHECKPOINT
+    check_writable("--out", target)
     source = checkpoint.latest(out_dir, sharded=True)
     if source is None:
         raise UserError(
@@ -32,8 +35,7 @@ def export(out_dir, out=None) -> Path:
         freeze_pretrained(model)
     optimizer = make_optimizer(model, cfg, "cpu")
     checkpoint.restore_optimizer(model, optimizer, ckpt)
-    meta = {k: v for k, v in ckpt.items() if k not in ("sharded", "keep")}
-    target = Path(out) if out else Path(out_dir) / checkpoint.CHECKPOINT
+    meta = {k: v for k, v in ckpt.items() if k not in ("sharded", "keep", "files")}
     if target.exists() and checkpoint.latest(out_dir) == target and target != source:
         newer = checkpoint.load(target, ("iter_num",))["iter_num"]
         if newer > ckpt["iter_num"]:

@@ -1,5 +1,6 @@
 import copy
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -21,16 +22,61 @@ def tiny(query_mode="linear", seed=0, **kw):
     return GPT(GPTConfig(**{**TINY, "query_mode": query_mode, **kw})).eval()
 
 
+def rms_gelu_ln(x, m, eps=1e-5):
+    """arXiv 2603.13381's f(X) = LayerNorm(W2 GELU(W1 RMSNorm(X))), exact GELU, the norms' weights m.rms, m.ln."""
+    r = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * m.rms.weight
+    h = r @ m.w1.weight.T
+    h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))
+    f = h @ m.w2.weight.T
+    return (f - f.mean(-1, keepdim=True)) / torch.sqrt(f.var(-1, unbiased=False, keepdim=True) + eps) * m.ln.weight
+
+
+@dataclass
+class Reference:
+    """A query mode written from its formula, independently of model.py: the query from X (with W_Q, the
+    rows of c_attn before W_K, if the mode has one, and the attention module for its own weights); whether
+    the paper halves the query (Q = (X + ...) / 2); the weights it adds per layer beyond W_K, W_V, W_O, as
+    a function of the width d and the query MLP's width r; and the multiply-adds per token those weights
+    cost."""
+
+    query: object
+    has_wq: bool
+    half: bool
+    params: object
+    macs: object
+
+
+REFERENCES = {
+    "linear": Reference(lambda x, w_q, attn: x @ w_q.T, True, False, lambda d, r: d * d, lambda d, r: d * d),
+    "identity": Reference(lambda x, w_q, attn: x, False, True, lambda d, r: 0, lambda d, r: 0),
+    "residual": Reference(lambda x, w_q, attn: x + x @ w_q.T, True, True, lambda d, r: d * d, lambda d, r: d * d),
+    "residual_gelu": Reference(
+        lambda x, w_q, attn: x + rms_gelu_ln(x, attn.query),
+        False,
+        True,
+        lambda d, r: 2 * d * r + 2 * d,  # W1, W2 and the RMSNorm and LayerNorm weights
+        lambda d, r: 2 * d * r,
+    ),
+}
+
+
+def reference(mode) -> Reference:
+    if mode not in REFERENCES:
+        pytest.fail(
+            f"query mode {mode!r} has no reference: add it to REFERENCES in tests/test_model.py, written from its "
+            "formula (its query, whether it halves Q, the weights it adds and their multiply-adds per token)"
+        )
+    return REFERENCES[mode]
+
+
 def expected_non_embedding_params(d, layers, hidden, mode, r=None):
-    """From the architecture (no biases): per layer ln_1 and ln_2 weights, c_attn (W_Q if the mode has one,
-    W_K, W_V), c_proj, the MLP; residual_gelu adds W1, W2 (d x r, r = d/2) and its RMSNorm and LayerNorm
-    weights. Plus ln_f. The token and position tables are the embedding."""
+    """From the architecture (no biases): per layer ln_1 and ln_2 weights, the mode's query weights, W_K, W_V,
+    c_proj, the MLP. Plus ln_f. The token and position tables are the embedding."""
     r = r or d // 2
-    q = {"linear": d * d, "residual": d * d, "identity": 0, "residual_gelu": 2 * d * r + 2 * d}[mode]
-    return layers * (2 * d + q + 2 * d * d + d * d + 2 * d * hidden) + d
+    return layers * (2 * d + reference(mode).params(d, r) + 2 * d * d + d * d + 2 * d * hidden) + d
 
 
-@pytest.mark.parametrize("mode", ["linear", "residual_gelu", "identity", "residual"])
+@pytest.mark.parametrize("mode", QUERY_MODES)
 @pytest.mark.parametrize("mlp_ratio,hidden", [(None, 3072), (4.75, 3648), (13 / 3, 3328)])
 def test_gpt2_small_non_embedding_params_follow_the_architecture(mode, mlp_ratio, hidden):
     with torch.device("meta"):
@@ -59,46 +105,29 @@ def test_untied_head_counts_as_non_embedding():
 
 
 def reference_attention(attn, x, mode, scale=None):
-    """Causal self-attention written from the papers' formulas, independent of model.py's code paths.
-    Queries (arXiv 2603.13381): linear X W_Q; identity X; residual X + X W_Q; residual_gelu X + f(X),
-    f = LayerNorm(W2 GELU(W1 RMSNorm(X))). The paper's query is (X + f(X)) / 2 under the usual
-    1/sqrt(head_dim) scale; its official code uses X + f(X) under 1/(2 sqrt(head_dim)): the same logits."""
-    d, nh, eps = TINY["n_embd"], TINY["n_head"], 1e-5
+    """Causal self-attention written from the papers' formulas, independent of model.py's code paths, with
+    the mode's query from REFERENCES. The paper's halved query, (X + f(X)) / 2 under the usual 1/sqrt(head_dim)
+    scale, is computed as written; the official code's X + f(X) under 1/(2 sqrt(head_dim)) gives the same logits."""
+    d, nh = TINY["n_embd"], TINY["n_head"]
     hd, (B, T, _) = d // nh, x.shape
+    ref = reference(mode)
     w = attn.c_attn.weight
-    if mode in ("linear", "residual"):
-        w_q, w_k, w_v = w.split(d)
-    else:
-        w_k, w_v = w.split(d)
-    if mode == "linear":
-        q, half = x @ w_q.T, False
-    elif mode == "identity":
-        q, half = x, True
-    elif mode == "residual":
-        q, half = x + x @ w_q.T, True
-    else:
-        m = attn.query
-        r = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * m.rms.weight
-        h = r @ m.w1.weight.T
-        h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
-        f = h @ m.w2.weight.T
-        f = (f - f.mean(-1, keepdim=True)) / torch.sqrt(f.var(-1, unbiased=False, keepdim=True) + eps) * m.ln.weight
-        q, half = x + f, True
-    if half:
-        q = q / 2  # the paper's form: the softmax scale below is then the ordinary one
+    w_q, w_k, w_v = w.split(d) if ref.has_wq else (None, *w.split(d))
+    q = ref.query(x, w_q, attn)
+    if ref.half:
+        q = q / 2
     heads = lambda t: t.view(B, T, nh, hd).transpose(1, 2)  # noqa: E731
     s = heads(q) @ heads(x @ w_k.T).transpose(-1, -2) * (scale if scale is not None else 1 / math.sqrt(hd))
     s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     return (s.softmax(-1) @ heads(x @ w_v.T)).transpose(1, 2).reshape(B, T, d) @ attn.c_proj.weight.T
 
 
-@pytest.mark.parametrize("mode", ["linear", "identity", "residual", "residual_gelu"])
+@pytest.mark.parametrize("mode", QUERY_MODES)
 def test_every_query_mode_equals_its_reference_forward(mode):
     attn = tiny(mode).transformer.h[0].attn
-    if mode == "residual_gelu":
-        with torch.no_grad():  # non-trivial norm weights so a missing norm weight cannot go unnoticed
-            attn.query.rms.weight.uniform_(0.5, 1.5)
-            attn.query.ln.weight.uniform_(0.5, 1.5)
+    with torch.no_grad():  # non-trivial weights everywhere: a missing norm weight or a wrong term shows
+        for p in attn.parameters():  # matrices around 0, norm weights around 1
+            p.uniform_(-0.5, 0.5) if p.dim() > 1 else p.uniform_(0.5, 1.5)
     x = torch.randn(2, 7, TINY["n_embd"])
     with torch.no_grad():
         torch.testing.assert_close(attn(x), reference_attention(attn, x, mode), atol=1e-5, rtol=1e-5)
@@ -113,16 +142,19 @@ def test_attn_scale_overrides_the_modes_default():
 
 @pytest.mark.parametrize("mode", QUERY_MODES)
 @pytest.mark.parametrize("pos,kv", VARIANTS)
-def test_causality(mode, pos, kv):
+def test_causality_at_every_length(mode, pos, kv):
+    """At every length from 1 to block_size, changing the last token leaves every earlier position's logits
+    exactly as they were and changes the last one's."""
     model = tiny(mode, pos_embedding=pos, n_kv_head=kv)
-    idx = torch.randint(0, TINY["vocab_size"], (2, 20))
-    changed = idx.clone()
-    changed[:, 12:] = (changed[:, 12:] + 1) % TINY["vocab_size"]
-    with torch.no_grad():
-        a, _ = model(idx)
-        b, _ = model(changed)
-    torch.testing.assert_close(a[:, :12], b[:, :12], atol=0, rtol=0)
-    assert not torch.allclose(a[:, 12:], b[:, 12:])
+    gen = torch.Generator().manual_seed(0)
+    for T in range(1, TINY["block_size"] + 1):
+        idx = torch.randint(0, TINY["vocab_size"], (2, T), generator=gen)
+        changed = idx.clone()
+        changed[:, -1] = (changed[:, -1] + 1) % TINY["vocab_size"]
+        with torch.no_grad():
+            a, b = model(idx)[0], model(changed)[0]
+        torch.testing.assert_close(a[:, :-1], b[:, :-1], atol=0, rtol=0)
+        assert not torch.allclose(a[:, -1], b[:, -1]), T
 
 
 def test_same_seed_same_init_other_seed_other_init():
@@ -214,18 +246,16 @@ def test_sampling_is_deterministic_for_a_generator_seed():
     assert torch.equal(*runs)
 
 
-def test_flops_per_token_hand_count():
+@pytest.mark.parametrize("mode", QUERY_MODES)
+def test_flops_per_token_hand_count(mode):
+    """Forward: 2 FLOPs per multiply-add of every weight (K, V, O, the MLP, the mode's own, the head) and
+    4 T d per layer for the attention scores and their weighted sum; training: 3x (forward + backward)."""
     d, L, V, T, r = 32, 2, 67, 32, 16
-    per_layer = {
-        "linear": 3 * d * d + d * d + 8 * d * d,
-        "identity": 2 * d * d + d * d + 8 * d * d,
-        "residual_gelu": 2 * d * d + 2 * d * r + d * d + 8 * d * d,
-        "wide_mlp": 3 * d * d + d * d + 2 * d * int(4.75 * d),  # the old name of linear + mlp_ratio 4.75
-    }
-    for mode, weights in per_layer.items():
+    for hidden, kw in [(4 * d, {}), (int(4.75 * d), {"mlp_ratio": 4.75})]:
+        weights = 2 * d * d + d * d + 2 * d * hidden + reference(mode).macs(d, r)
         forward = 2 * (L * weights + d * V) + 4 * L * T * d
-        assert tiny(mode).flops_per_token(T) == 3 * forward
-        assert tiny(mode).flops_per_token(T, training=False) == forward
+        assert tiny(mode, **kw).flops_per_token(T) == 3 * forward
+        assert tiny(mode, **kw).flops_per_token(T, training=False) == forward
 
 
 @pytest.mark.parametrize(

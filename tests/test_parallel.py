@@ -1,6 +1,7 @@
 """FSDP2, sharded checkpoints across world sizes, activation checkpointing and the memory estimate, on CPU
 (gloo, 2 processes)."""
 
+import contextlib
 import gc
 import json
 import textwrap
@@ -297,3 +298,49 @@ def test_sharded_saves_keep_only_the_newest_step_and_the_kept_ones(char_data, tm
     assert checkpoint.latest(tmp_path / "kept").name == "step_000012"
     model, ckpt = checkpoint.load_model(tmp_path / "kept" / checkpoint.SHARDED / "step_000004")
     assert ckpt["iter_num"] == 4
+
+
+class RecordingWrapper:
+    """Stands in for a DDP or FSDP2 module: records the gradient-sync state each micro-step asks for."""
+
+    def __init__(self):
+        self.requested = []
+
+    @contextlib.contextmanager
+    def no_sync(self):  # DDP: no all-reduce inside
+        self.requested.append("no_sync")
+        yield
+
+    def set_requires_gradient_sync(self, sync):  # FSDP2: reduce-scatter only if sync
+        self.requested.append(f"sync={sync}")
+
+    def set_reshard_after_backward(self, reshard):
+        self.requested.append(f"reshard={reshard}")
+
+
+def test_gradients_cross_processes_on_the_last_micro_step_only(char_data, tmp_path, monkeypatch):
+    """Fast, without processes: the loop marks only each step's last micro-step as last, and micro_step
+    turns that into DDP's no_sync on every other one, and FSDP's gradient sync (and reshard) on it alone."""
+    marks, real = [], parallel.micro_step
+
+    def micro_step(model, cfg, distributed, last):
+        marks.append(last)
+        return real(model, cfg, distributed, last)
+
+    monkeypatch.setattr(parallel, "micro_step", micro_step)
+    train.main(tiny_args(char_data, tmp_path, max_iters=2, gradient_accumulation_steps=3))
+    assert marks == [False, False, True] * 2
+    for parallelism, expected in [
+        ("ddp", [["no_sync"], ["no_sync"], []]),
+        ("fsdp", [["sync=False", "reshard=False"], ["sync=False", "reshard=False"], ["sync=True", "reshard=True"]]),
+    ]:
+        cfg = train.TrainConfig(parallelism=parallelism)
+        seen = []
+        for micro in range(3):
+            model = RecordingWrapper()
+            with real(model, cfg, True, micro == 2):
+                seen.append(model.requested)
+        assert seen == expected, parallelism
+    cfg = train.TrainConfig(parallelism="fsdp", reshard_micro_steps=True)
+    with real(model := RecordingWrapper(), cfg, True, False):
+        assert model.requested == ["sync=False", "reshard=True"]

@@ -2,6 +2,7 @@
 
 import errno
 import json
+import math
 import re
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from helpers import error_of, snapshot, tiny_args, torchrun
 
 import checkpoint
 import compare
+import parallel
 import train
 from dataset import DataError, open_split, write_dataset
 from model import GPT
@@ -370,3 +372,59 @@ def test_ctrl_c_during_training_is_one_line_and_auto_continues(char_data, tmp_pa
     assert last.endswith("continue with --init_from=auto")
     train.main(tiny_args(char_data, tmp_path, max_iters=400, lr_decay_iters=400, eval_interval=4, init_from="auto"))
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 400
+
+
+def test_a_finite_loss_with_a_non_finite_gradient_norm_stops_the_run(char_data, tmp_path, monkeypatch):
+    """The guard's gradient-norm branch: at step 6 one gradient becomes inf while the loss stays finite."""
+    real, calls = parallel.clip_grad_norm, []
+
+    def clip(params, max_norm):
+        params = list(params)
+        calls.append(1)
+        if len(calls) == 7:  # the 7th optimizer step is step 6
+            params[0].grad[0, 0] = math.inf
+        return real(params, max_norm)
+
+    monkeypatch.setattr(parallel, "clip_grad_norm", clip)
+    message = error_of(tiny_args(char_data, tmp_path))
+    assert "non-finite loss or gradient norm at step 6" in message and "(step 4) is the last good checkpoint" in message
+    assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 4
+    assert all(math.isfinite(r["loss"]) for r in logged(tmp_path) if "loss" in r)  # the loss never went bad
+
+
+def test_dropout_masks_change_every_step_and_repeat_on_resume(char_data, tmp_path, monkeypatch):
+    """The masks of the embedding dropout in each step's first micro-step: all different across steps,
+    and the same after a resume from the step-4 checkpoint as in the uninterrupted run."""
+    masks, step = {}, {}
+    real_step = train.Trainer.train_step
+
+    def train_step(self, it):
+        step["now"] = it
+        return real_step(self, it)
+
+    def record(module, inputs, output):
+        if module.training:  # not the evaluations
+            masks.setdefault(step["now"], (output == 0).clone())
+
+    monkeypatch.setattr(train.Trainer, "train_step", train_step)
+    monkeypatch.setattr(train, "check_model", _hooking(train.check_model, record))
+    train.main(tiny_args(char_data, tmp_path / "full", dropout=0.5))
+    full = dict(masks)
+    assert sorted(full) == list(range(8))
+    assert len({m.numpy().tobytes() for m in full.values()}) == 8  # a new mask every step
+    assert all(0.3 < m.float().mean() < 0.7 for m in full.values())  # dropout 0.5 is on
+    train.main(tiny_args(char_data, tmp_path / "part", dropout=0.5, max_iters=4, lr_decay_iters=8))
+    masks.clear()
+    train.main(tiny_args(char_data, tmp_path / "part", dropout=0.5, init_from="resume"))
+    assert sorted(masks) == [4, 5, 6, 7]
+    assert all(torch.equal(masks[s], full[s]) for s in masks)
+
+
+def _hooking(check_model, hook):
+    """check_model, which also puts hook on the model's embedding dropout."""
+
+    def wrapped(model, *args):
+        model.transformer.drop.register_forward_hook(hook)
+        return check_model(model, *args)
+
+    return wrapped

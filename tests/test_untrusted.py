@@ -51,6 +51,11 @@ def tools(out_dir, tmp_path):
     return [
         ("sample", [f"--out_dir={out_dir}", "--device=cpu", "--max_new_tokens=2"], sample.main),
         ("zeroshot", [f"--out_dir={out_dir}", "--device=cpu", f"--out={tmp_path / 'e.json'}"], zeroshot.main),
+        (
+            "harness",
+            [f"--out_dir={out_dir}", "--device=cpu", f"--out={tmp_path / 'h.json'}", "--harness=x"],
+            zeroshot.main,
+        ),
         ("export", [f"--out_dir={out_dir}", f"--out={tmp_path / 'x.pt'}"], export.main),
         ("analyze_skip", [f"--out_dir={out_dir}", "--png="], analyze_skip.main),
     ]
@@ -69,6 +74,13 @@ def test_a_crafted_dcp_metadata_runs_no_code_in_any_tool(sharded_run, char_data,
             message,
         )
     assert "no intact checkpoint" in error_of(tiny_args(char_data, sharded_run, init_from="resume"))
+    train.main(tiny_args(char_data, sharded_run, parallelism="fsdp", init_from="auto"))  # starts anew
+    (aside,) = sharded_run.glob("stale-*")
+    assert (
+        (aside / checkpoint.SHARDED / "step_000008" / ".metadata")
+        .read_bytes()
+        .startswith(pickle.dumps(Payload(marker)))
+    )
     assert not marker.exists()
 
 
