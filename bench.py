@@ -30,10 +30,11 @@ import parallel
 from atomic import atomic_write_text
 from configurator import parse
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
-from errors import ConfigError, cli_main
-from hardware import autocast, peak_flops, resolve_device, resolve_dtype
+from errors import ConfigError
+from hardware import peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
 from sample import decoding_precision
+from train import OptimizerStep, TrainConfig
 
 ARMS = (*QUERY_MODES, "wide_mlp")  # wide_mlp: linear queries, mlp_ratio 4.75 (model.GPTConfig reads the name)
 
@@ -81,15 +82,16 @@ def timed(fn, device):
 class Subject:
     """One query mode's model, optimizer and inputs, kept across rounds (compiled once)."""
 
-    def __init__(self, mode, cfg, device, dtype, decode_dtype):
+    def __init__(self, mode, cfg, d: parallel.Dist, dtype, decode_dtype):
         torch.manual_seed(0)
+        device = d.device
         self.model = GPT(GPTConfig(**PRESETS[cfg.preset], query_mode=mode)).to(device)
         self.params = self.model.num_params()
         self.flops = self.model.flops_per_token(self.model.config.block_size)
-        ids = [int(os.environ["LOCAL_RANK"])] if cfg.parallelism != "none" and device.startswith("cuda") else None
-        self.step_fn = parallel.wrap(self.model, cfg, cfg.parallelism != "none", dtype, ids)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=device.split(":")[0] in ("cuda", "cpu"))
-        self.ctx = autocast(device, dtype)
+        tcfg = training_config(cfg, d.world_size)
+        wrapped = parallel.wrap(self.model, tcfg, d.enabled, dtype, d.device_ids)
+        self.step = OptimizerStep(tcfg, d, wrapped, self.model, dtype)
+        self.ctx, self.it = self.step.ctx, 0
         bs, vocab = self.model.config.block_size, self.model.config.vocab_size
         gen = torch.Generator().manual_seed(0)
         self.x = torch.randint(0, vocab, (cfg.batch_size, bs), generator=gen).to(device)
@@ -101,11 +103,10 @@ class Subject:
             )
 
     def train_step(self):
-        with self.ctx:
-            _, loss = self.step_fn(self.x, self.x)
-        loss.backward()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        """train.py's optimizer step (AdamW with its decay groups, clipping, the divergence guard) on a fixed
+        random batch, one micro-batch per process."""
+        self.step(self.it, lambda micro: (self.x, self.x))
+        self.it += 1
 
     @torch.no_grad()
     def inference(self):
@@ -143,10 +144,20 @@ def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "samples": values}
 
 
-def measure(cfg: BenchConfig):
-    device = setup(cfg)
-    device_type = device.split(":")[0]
-    dtype = resolve_dtype(cfg.dtype, device_type)
+def training_config(cfg: BenchConfig, world: int) -> TrainConfig:
+    """The training settings bench times: train.py's defaults (GPT-2 small's AdamW, clipping at 1.0) with
+    bench's batch, compile, parallelism and activation checkpointing, and one micro-step per process."""
+    return TrainConfig(
+        batch_size=cfg.batch_size,
+        gradient_accumulation_steps=world,
+        compile=cfg.compile,
+        parallelism="ddp" if cfg.parallelism == "none" else cfg.parallelism,
+        activation_checkpointing=cfg.activation_checkpointing,
+    )
+
+
+def settle(cfg: BenchConfig, device_type: str) -> None:
+    """Fill the settings left to the device (None) and check the prompt fits the context."""
     block_size = PRESETS[cfg.preset]["block_size"]
     cfg.compile = device_type == "cuda" if cfg.compile is None else cfg.compile
     cfg.batch_size = cfg.batch_size or (1 if cfg.preset == "gpt2" and device_type == "cpu" else 12)
@@ -156,29 +167,35 @@ def measure(cfg: BenchConfig):
         raise ConfigError(
             f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds block_size={block_size}"
         )
-    infer = cfg.parallelism == "none"  # a sharded model decoding one stream measures nothing of use
 
-    subjects = {}
-    decode_dtype = cfg.decode_dtype if infer else None
-    for m in sorted(cfg.modes, key=lambda m: m != "linear"):  # warm-up: compilation, allocator, caches
+
+def warm_up(cfg: BenchConfig, d: parallel.Dist, dtype, infer: bool) -> dict:
+    """{mode: Subject}, each run once (compilation, allocator, caches); every mode decodes in the dtype
+    chosen for linear, which goes first."""
+    subjects, decode_dtype = {}, cfg.decode_dtype if infer else None
+    for m in sorted(cfg.modes, key=lambda m: m != "linear"):
         say(f"warming up {m} ...")
-        subjects[m] = s = Subject(m, cfg, device, dtype, decode_dtype)
+        subjects[m] = s = Subject(m, cfg, d, dtype, decode_dtype)
         s.train_step()
-        if infer:  # every mode decodes in the dtype chosen for linear
+        if infer:
             decode_dtype = str(s.decode_dtype).removeprefix("torch.")
             s.inference()
-    raw = {
-        m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "recompute": [], "peak_mem": None} for m in cfg.modes
-    }
-    peaks = []  # per round: a CPU's measured peak drifts with its clock and load, as its steps do
+    return subjects
+
+
+def rounds(cfg: BenchConfig, subjects: dict, device: str, dtype, infer: bool):
+    """(raw measurements per mode, the peak FLOP/s per round, its source): every mode in every round,
+    interleaved, so a drifting machine affects all modes alike."""
+    raw = {m: {"train_s": [], "prefill_s": [], "decode_tok_s": [], "recompute": [], "peak_mem": None} for m in subjects}
+    peaks, cuda = [], device.startswith("cuda")  # a CPU's measured peak drifts with its clock and load
     for r in range(cfg.repeats):
         peak, peak_source = peak_flops(device, dtype, cfg.cpu_peak_flops)
         peaks.append(peak)
         for m, s in subjects.items():
-            if device_type == "cuda":
+            if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
             raw[m]["train_s"].append(timed(lambda s=s: [s.train_step() for _ in range(cfg.steps)], device) / cfg.steps)
-            if device_type == "cuda":
+            if cuda:
                 raw[m]["peak_mem"] = torch.cuda.max_memory_allocated(device)
             if infer:
                 prefill, decode = s.inference()
@@ -187,38 +204,25 @@ def measure(cfg: BenchConfig):
             if infer and cfg.recompute and m == "linear":
                 raw[m]["recompute"].append(s.recompute_rates())
         say(f"round {r + 1}/{cfg.repeats} done")
+    return raw, peaks, peak_source
 
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    tokens = cfg.batch_size * block_size * world
-    results = {}
-    for m, s in subjects.items():
-        train = summary(raw[m]["train_s"])
-        results[m] = {
-            "non_embedding_params": s.params,
-            "train_step_s": train,
-            "train_tokens_per_s": tokens / train["median"],
-            "mfu": summary([s.flops * tokens / t / (p * world) for t, p in zip(raw[m]["train_s"], peaks)])
-            if peak
-            else None,
-            "peak_mem_bytes": raw[m]["peak_mem"],
-            "prefill_s": summary(raw[m]["prefill_s"]),
-            "decode_tokens_per_s": summary(raw[m]["decode_tok_s"]),
-        }
-    # Ratios are paired within each round (both modes measured moments apart), then summarised: on a
-    # noisy machine this is far tighter than a ratio of medians.
-    paired = {"train_ratio": "train_s", "prefill_ratio": "prefill_s", "decode_ratio": "decode_tok_s"}
-    for m, r in results.items():
-        for key, metric in paired.items():
-            r[key] = summary([a / b for a, b in zip(raw[m][metric], raw["linear"][metric])])
+
+def measure(cfg: BenchConfig):
+    d = setup(cfg)
+    dtype = resolve_dtype(cfg.dtype, d.device_type)
+    settle(cfg, d.device_type)
+    infer = cfg.parallelism == "none"  # a sharded model decoding one stream measures nothing of use
+    subjects = warm_up(cfg, d, dtype, infer)
+    raw, peaks, peak_source = rounds(cfg, subjects, d.device, dtype, infer)
     report = {
         "config": asdict(cfg),
-        "device": torch.cuda.get_device_name(device) if device_type == "cuda" else "cpu",
+        "device": torch.cuda.get_device_name(d.device) if d.device_type == "cuda" else "cpu",
         "dtype": str(dtype),
-        "processes": world,
+        "processes": d.world_size,
         "torch": torch.__version__,
-        "peak_flops": summary(peaks) if peak else None,
+        "peak_flops": summary(peaks) if peaks[-1] else None,
         "peak_source": peak_source,
-        "results": results,
+        "results": results(cfg, subjects, raw, peaks, d.world_size),
     }
     if infer:
         linear = subjects["linear"]
@@ -227,6 +231,31 @@ def measure(cfg: BenchConfig):
     if infer and cfg.recompute:
         report["generation"] = generation(cfg, raw["linear"])
     return report
+
+
+def results(cfg: BenchConfig, subjects: dict, raw: dict, peaks: list, world: int) -> dict:
+    """Per mode: step time, tokens/s, MFU, peak memory, prefill and decode, and each ratio to linear."""
+    tokens = cfg.batch_size * PRESETS[cfg.preset]["block_size"] * world
+    out = {}
+    for m, s in subjects.items():
+        train = summary(raw[m]["train_s"])
+        mfu = [s.flops * tokens / t / (p * world) for t, p in zip(raw[m]["train_s"], peaks)] if peaks[-1] else None
+        out[m] = {
+            "non_embedding_params": s.params,
+            "train_step_s": train,
+            "train_tokens_per_s": tokens / train["median"],
+            "mfu": summary(mfu) if mfu else None,
+            "peak_mem_bytes": raw[m]["peak_mem"],
+            "prefill_s": summary(raw[m]["prefill_s"]),
+            "decode_tokens_per_s": summary(raw[m]["decode_tok_s"]),
+        }
+    # Ratios are paired within each round (both modes measured moments apart), then summarised: on a
+    # noisy machine this is far tighter than a ratio of medians.
+    paired = {"train_ratio": "train_s", "prefill_ratio": "prefill_s", "decode_ratio": "decode_tok_s"}
+    for m, r in out.items():
+        for key, metric in paired.items():
+            r[key] = summary([a / b for a, b in zip(raw[m][metric], raw["linear"][metric])])
+    return out
 
 
 def generation(cfg: BenchConfig, linear) -> dict:
@@ -242,20 +271,14 @@ def generation(cfg: BenchConfig, linear) -> dict:
     return out
 
 
-def setup(cfg: BenchConfig) -> str:
+def setup(cfg: BenchConfig) -> parallel.Dist:
     """The device; under torchrun with a parallelism, the process group and this rank's GPU."""
     device = resolve_device(cfg.device)
-    if cfg.parallelism not in ("none", *parallel.PARALLELISMS):
-        raise ConfigError(f"parallelism={cfg.parallelism!r} is invalid: use none, ddp or fsdp")
     if cfg.parallelism == "none":
-        return device
+        return parallel.Dist(False, 0, 1, device)
     if "RANK" not in os.environ:
         raise ConfigError(f"parallelism={cfg.parallelism} needs processes: torchrun --nproc_per_node=N bench.py ...")
-    if device.startswith("cuda"):
-        device = f"cuda:{os.environ['LOCAL_RANK']}"
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    return device
+    return parallel.init(device)
 
 
 def say(line: str) -> None:
@@ -320,11 +343,7 @@ def run(argv):
 
 
 def main(argv=None):
-    try:
-        cli_main(run, argv)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    parallel.cli_main(run, argv)
 
 
 if __name__ == "__main__":

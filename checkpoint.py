@@ -338,7 +338,7 @@ def load_for_inference(init_from: str, out_dir: str):
     """(model, tokenizer meta) for sample.py, the evaluation and bench: out_dir's checkpoint for
     init_from='resume', else pretrained weights (a GPT-2 or Pythia name or a local HF directory). The
     tokenizer is the run's (kept in its checkpoint) and is checked to fit the model's vocabulary."""
-    from model import GPT
+    import importers
     from tokenizer import pretrained_tokenizer, tokenizer_vocab
 
     if init_from == "resume":
@@ -347,9 +347,9 @@ def load_for_inference(init_from: str, out_dir: str):
             raise CheckpointError(f"{out_dir} holds no checkpoint ({CHECKPOINT} or {SHARDED}/): check out_dir")
         model, ckpt = load_model(path)
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
-    elif GPT.is_pretrained_source(init_from):
+    elif importers.is_pretrained_source(init_from):
         try:
-            model = GPT.from_pretrained(init_from)
+            model = importers.from_pretrained(init_from)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         meta = pretrained_tokenizer(init_from)

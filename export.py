@@ -16,18 +16,19 @@ from pathlib import Path
 import checkpoint
 from atomic import check_writable
 from errors import UserError, cli_main
-from train import TrainConfig, freeze_pretrained, make_optimizer
+from start import freeze_pretrained
+from train import TrainConfig, make_optimizer
 
 
 def export(out_dir, out=None) -> Path:
     """Write the newest intact sharded checkpoint of out_dir as one file; returns its path."""
-    target = Path(out) if out else Path(out_dir) / checkpoint.CHECKPOINT
-    check_writable("--out", target)
     source = checkpoint.latest(out_dir, sharded=True)
     if source is None:
         raise UserError(
             f"{out_dir} holds no sharded checkpoint ({checkpoint.SHARDED}/{checkpoint.LATEST}): check --out_dir"
         )
+    target = Path(out) if out else Path(out_dir) / checkpoint.CHECKPOINT
+    check_writable("--out", target)  # before gathering the whole model
     ckpt = checkpoint.load(source, ("model_args", "config", "iter_num", "origin"))
     model = checkpoint.model_from(ckpt, source)
     cfg = TrainConfig(**{k: v for k, v in ckpt["config"].items() if k in TrainConfig.__dataclass_fields__})

@@ -10,7 +10,7 @@ or from Python:
     lm_eval.simple_evaluate(model=lm, tasks=["lambada_openai"])
 
 ProjectLM answers the harness's three request types with this project's model and tokenizer: loglikelihood
-(batched, through zeroshot.loglikelihoods, so both score a continuation the same way), loglikelihood_rolling
+(batched, through scoring.loglikelihoods, as zeroshot.py scores a continuation), loglikelihood_rolling
 (disjoint windows of the model's context, as the harness's own models do) and generate_until (greedy, with
 the KV cache). Contexts are split from continuations as the harness's HF models split them: trailing
 whitespace of the context moves to the continuation, and the continuation's ids are those of the whole
@@ -22,8 +22,8 @@ from lm_eval.api.model import LM
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from checkpoint import load_for_inference
+from scoring import checked_encoder, loglikelihoods
 from tokenizer import EOT, codec, tokenizer_vocab
-from zeroshot import checked_encoder, loglikelihoods
 
 
 class ProjectLM(LM):

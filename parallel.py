@@ -10,14 +10,64 @@ Under bf16 compute the gathered parameters are bf16 and gradients are reduced in
 """
 
 import math
+import os
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from functools import partial
 
 import torch
+import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 
+import errors
+
 PARALLELISMS = ("ddp", "fsdp")
+
+
+@dataclass
+class Dist:
+    """This process's place in the run."""
+
+    enabled: bool  # launched by torchrun
+    rank: int
+    world_size: int
+    device: str
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":")[0]
+
+    @property
+    def device_ids(self) -> list[int] | None:
+        """DDP's device_ids: this rank's GPU."""
+        return [int(self.device.split(":")[1])] if self.enabled and self.device_type == "cuda" else None
+
+
+def init(device: str, backend: str | None = None) -> Dist:
+    """Under torchrun (RANK set), join the process group (nccl on GPUs, gloo on CPUs, unless backend says)
+    and take this rank's GPU, LOCAL_RANK; otherwise one process on device."""
+    if "RANK" not in os.environ:
+        return Dist(False, 0, 1, device)
+    d = Dist(True, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device)
+    if d.device_type == "cuda":
+        d.device = f"cuda:{os.environ['LOCAL_RANK']}"
+        torch.cuda.set_device(d.device)
+    dist.init_process_group(backend=backend or ("nccl" if d.device_type == "cuda" else "gloo"))
+    return d
+
+
+def cli_main(run, argv=None):
+    """errors.cli_main for a script that may join a process group: it leaves the group however it ends."""
+    try:
+        errors.cli_main(run, argv)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def checkpoint_activations(model) -> None:

@@ -20,7 +20,6 @@ is spread over processes (DDP, FSDP, activation checkpointing) is parallel.py's.
 import json
 import math
 import os
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -30,34 +29,19 @@ import torch
 import torch.distributed as dist
 
 import checkpoint
+import importers
 import parallel
+import start
 from configurator import parse
 from dataset import check_token_ids, load_meta, open_split
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
-from errors import ConfigError, UserError, cli_main
+from errors import ConfigError, UserError
 from hardware import autocast, choose_cpu_dtype, peak_flops, resolve_device, resolve_dtype
 from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
-from memory import check_fits, parameter_count, print_estimate
-from model import GPT, PROBE_FIELDS, GPTConfig
+from memory import print_estimate
+from model import GPT, GPTConfig
+from parallel import Dist
 from rundir import RunDir, Wandb
-
-# What fixes the tokens of each step and the validation windows: a resume must not change it. The
-# split of a step into micro-batches may change (e.g. a smaller batch_size after running out of memory).
-DATA_ORDER = {
-    "dataset": lambda c: c["dataset"],
-    "data_seed": lambda c: c["data_seed"],
-    "sampling": lambda c: c["sampling"],
-    "batch_size x gradient_accumulation_steps": lambda c: c["batch_size"] * c["gradient_accumulation_steps"],
-    "eval_iters x batch_size": lambda c: c["eval_iters"] * c["batch_size"],
-}
-# What fixes the learning-rate curve: a resume that changes it bends the schedule mid-run.
-SCHEDULE = {
-    "learning_rate": lambda c: c["learning_rate"],
-    "min_lr": lambda c: c["min_lr"],
-    "warmup_iters": lambda c: c["warmup_iters"],
-    "decay_lr": lambda c: c["decay_lr"],
-    "end of the cosine (lr_decay_iters, else max_iters)": lambda c: c["lr_decay_iters"] or c["max_iters"],
-}
 
 
 @dataclass
@@ -149,32 +133,8 @@ def format_eta(seconds: float) -> str:
 # ---- distributed setup ------------------------------------------------------------------------------
 
 
-@dataclass
-class Dist:
-    enabled: bool  # launched by torchrun
-    rank: int
-    world_size: int
-    device: str
-
-    @property
-    def master(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def device_type(self) -> str:
-        return self.device.split(":")[0]
-
-
 def setup_distributed(cfg: TrainConfig) -> Dist:
-    device = resolve_device(cfg.device)
-    if "RANK" not in os.environ:
-        d = Dist(False, 0, 1, device)
-    else:
-        d = Dist(True, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device)
-        if d.device_type == "cuda":
-            d.device = f"cuda:{os.environ['LOCAL_RANK']}"
-            torch.cuda.set_device(d.device)
-        dist.init_process_group(backend=cfg.backend or ("nccl" if d.device_type == "cuda" else "gloo"))
+    d = parallel.init(resolve_device(cfg.device), cfg.backend)
     if cfg.gradient_accumulation_steps % d.world_size:
         raise ConfigError(
             f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible by "
@@ -224,132 +184,6 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
     )
 
 
-# ---- how the run starts -----------------------------------------------------------------------------
-
-
-def start_mode(cfg: TrainConfig, run: RunDir) -> tuple[str, object, list]:
-    """(mode, checkpoint path or None, files to set aside): init_from resolved against what out_dir holds.
-    mode is 'scratch', 'resume' or a pretrained source. No start erases a run: a run with an intact
-    checkpoint is continued by resume or auto (damaged newer checkpoints are set aside, not overwritten);
-    one without (stopped before its first save, or every checkpoint damaged) is restarted by auto, which
-    sets all its files aside."""
-    path, damaged = checkpoint.survey(run.path)
-    leftovers = list(damaged) if path is not None else run.held()
-    mode = cfg.init_from
-    if mode == "auto":
-        mode = "resume" if path is not None else "scratch"
-    why = f" ({'; '.join(damaged.values())})" if damaged else " (it stopped before its first checkpoint)"
-    if mode == "resume" and path is None and not leftovers:
-        raise ConfigError(f"init_from=resume but {run.path} holds no checkpoint: start with --init_from=scratch")
-    if mode == "resume" and path is None:
-        raise ConfigError(
-            f"init_from=resume but {run.path} holds no intact checkpoint{why}: --init_from=auto starts the run "
-            "again and keeps its files aside"
-        )
-    if cfg.eval_only:
-        if mode == "scratch":
-            raise ConfigError("eval_only=True needs weights: --init_from=resume (out_dir's checkpoint) or pretrained")
-        return mode, path, []
-    if mode == "resume":
-        for line in damaged.values():
-            print(f"warning: {line}; resuming from {path}", file=sys.stderr)
-        return mode, path, leftovers
-    if run.holds_a_run():
-        if cfg.init_from == "auto":
-            return mode, None, leftovers
-        held = " and ".join(p.name for p in run.held())
-        fix = "--init_from=resume" if path is not None else f"--init_from=auto (it holds no checkpoint{why})"
-        raise ConfigError(f"{run.path} holds a run ({held}): continue it with {fix}, or choose another out_dir")
-    return mode, path, []
-
-
-def resume_mismatches(ckpt: dict, cfg: TrainConfig, model_cfg: GPTConfig, path) -> list[str]:
-    """What differs between a checkpoint's run and this config, in the fields a resume must keep."""
-    saved_model, saved = checkpoint.model_config(ckpt, path), ckpt["config"]
-    # A pretrained model's shape comes from its weights, so only the probe fields are the config's to set.
-    fields = GPTConfig.__dataclass_fields__ if ckpt["origin"] == "scratch" else PROBE_FIELDS
-    out = [
-        f"{k} (checkpoint {getattr(saved_model, k)!r}, config {getattr(model_cfg, k)!r})"
-        for k in fields
-        if k != "dropout" and getattr(model_cfg, k) != getattr(saved_model, k)
-    ]
-    # An evaluation never reads the schedule: eval_only may name another max_iters or lr_decay_iters.
-    rules = dict(DATA_ORDER) if cfg.allow_schedule_change or cfg.eval_only else {**DATA_ORDER, **SCHEDULE}
-    return out + [
-        f"{name} (checkpoint {rule(saved)!r}, config {rule(asdict(cfg))!r})"
-        for name, rule in rules.items()
-        if rule(saved) != rule(asdict(cfg))
-    ]
-
-
-def build_model(cfg: TrainConfig, model_cfg: GPTConfig, mode: str, path):
-    """(model, checkpoint or None, origin): a new model, pretrained weights, or the out_dir checkpoint.
-    origin is the init_from that made the weights ('scratch' or a pretrained name), kept across resumes."""
-    probe = {k: getattr(model_cfg, k) for k in PROBE_FIELDS}
-    if mode == "scratch":
-        check_memory(cfg, model_cfg)
-        return GPT(model_cfg), None, "scratch"
-    if mode == "resume":
-        required = ("model", "model_args", "config", "optimizer", "iter_num", "origin")
-        ckpt = checkpoint.load(path, required=required)
-        mismatched = resume_mismatches(ckpt, cfg, model_cfg, path)
-        if mismatched:
-            schedule_changed = any(m.startswith(tuple(SCHEDULE)) for m in mismatched)
-            hint = " (a schedule change needs --allow_schedule_change=True)" if schedule_changed else ""
-            raise ConfigError(f"cannot resume {path} with a different setup: {'; '.join(mismatched)}{hint}")
-        # The weights are loaded once the model is spread (Trainer): under FSDP each rank reads its shards only.
-        saved_cfg = checkpoint.model_config(ckpt, path, dropout=model_cfg.dropout)
-        check_memory(cfg, saved_cfg)
-        model = GPT(saved_cfg)
-        return model, {**ckpt, "path": str(path)}, ckpt["origin"]
-    if GPT.is_pretrained_source(mode):
-        try:
-            return GPT.from_pretrained(mode, **probe), None, mode
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-    raise ConfigError(
-        f"init_from={mode!r} is invalid: use scratch, resume, auto, a GPT-2 name (gpt2, gpt2-medium, "
-        "gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory"
-    )
-
-
-def check_memory(cfg: TrainConfig, model_cfg: GPTConfig) -> None:
-    """Before the model is built: its float32 weights fit the host (they are made there), and its weights,
-    gradients and AdamW state fit the training device (a GPU holds its FSDP shard only)."""
-    n = parameter_count(model_cfg)
-    check_fits(n, 4, "cpu", "float32 weights")
-    device = resolve_device(cfg.device)
-    shards = int(os.environ.get("WORLD_SIZE", 1)) if cfg.parallelism == "fsdp" and device != "cpu" else 1
-    check_fits(n, 4 * getattr(torch, cfg.param_dtype).itemsize / shards, device, "weights, gradients and AdamW state")
-
-
-def check_model(model: GPT, cfg: TrainConfig, model_cfg: GPTConfig, data: Data, origin: str) -> None:
-    """The model fits the data; a frozen probe has something to train."""
-    meta = data.meta
-    if meta["vocab_size"] > model.config.vocab_size:
-        raise ConfigError(
-            f"the dataset's meta.json has vocab_size={meta['vocab_size']} but the model has "
-            f"vocab_size={model.config.vocab_size}: set vocab_size >= {meta['vocab_size']}"
-        )
-    if model_cfg.block_size > model.config.block_size:
-        raise ConfigError(f"block_size={model_cfg.block_size} exceeds the model's context of {model.config.block_size}")
-    if cfg.freeze_pretrained:
-        if origin == "scratch":
-            raise ConfigError(
-                "freeze_pretrained=True needs pretrained weights: set init_from to a GPT-2 or Pythia "
-                "name or a local HF directory"
-            )
-        freeze_pretrained(model)
-        if not any(p.requires_grad for p in model.parameters()):
-            raise ConfigError("freeze_pretrained=True leaves nothing to train: set preproj, content_skip or lora_rank")
-
-
-def freeze_pretrained(model: GPT) -> None:
-    """The frozen probe: only the parameters added to a pretrained model train."""
-    for name, p in model.named_parameters():
-        p.requires_grad = GPT.is_added(name)
-
-
 # ---- optimizer --------------------------------------------------------------------------------------
 
 
@@ -395,6 +229,45 @@ class DivergenceGuard:
         return bad if bad >= 0 else None
 
 
+class OptimizerStep:
+    """One optimizer step as training takes it (train.py's loop, and bench.py's timing of it): the step's
+    learning rate and dropout seed, gradient accumulation over the micro-batches with the gradients crossing
+    processes on the last, fp16 loss scaling, clipping, the divergence guard's update. Returns [mean loss,
+    gradient norm] as a device tensor: no host sync."""
+
+    def __init__(self, cfg, d: Dist, model, raw_model: GPT, dtype: torch.dtype):
+        self.cfg, self.d, self.model, self.raw_model = cfg, d, model, raw_model
+        self.ctx = autocast(d.device, dtype)
+        self.scaler = torch.amp.GradScaler(d.device_type, enabled=dtype == torch.float16)
+        self.optimizer = make_optimizer(raw_model, cfg, d.device_type)
+        self.guard = DivergenceGuard(self.optimizer, self.scaler, d.device)
+        self.accum = cfg.gradient_accumulation_steps // d.world_size
+
+    def __call__(self, it: int, batch) -> torch.Tensor:
+        """batch(micro) -> (x, y) on the device, for micro in range(accum)."""
+        lr = lr_at(it, self.cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        # Dropout's random stream is a function of (seed, rank, step): resume needs no saved RNG state.
+        torch.manual_seed(hash((self.cfg.seed, self.d.rank, it)) % 2**63)
+        loss_sum = torch.zeros((), device=self.d.device)
+        for micro in range(self.accum):
+            x, y = batch(micro)
+            last = micro == self.accum - 1  # gradients cross processes once, on the last micro-step
+            with self.ctx, parallel.micro_step(self.model, self.cfg, self.d.enabled, last):
+                _, loss = self.model(x, y)
+                self.scaler.scale(loss / self.accum).backward()
+            loss_sum += loss.detach().float()
+        self.scaler.unscale_(self.optimizer)
+        norm = parallel.clip_grad_norm(self.raw_model.parameters(), self.cfg.grad_clip)
+        stats = torch.stack([loss_sum / self.accum, norm.float()])
+        if self.d.enabled:  # asynchronous on GPUs; a NaN on any rank reaches every rank
+            dist.all_reduce(stats)
+            stats /= self.d.world_size
+        self.guard.step(it, stats[0], stats[1])
+        return stats
+
+
 # ---- the loop ---------------------------------------------------------------------------------------
 
 
@@ -407,17 +280,15 @@ class Trainer:
         self.model_cfg = model.config
         self.block_size = model_cfg.block_size
         self.dtype = self.choose_dtype(model, ckpt)
-        self.ctx = autocast(d.device, self.dtype)
-        self.scaler = torch.amp.GradScaler(d.device_type, enabled=self.dtype == torch.float16)
         if cfg.parallelism == "fsdp" and self.dtype == torch.float16:
             raise ConfigError("parallelism='fsdp' runs bfloat16 or float32, not float16: use --dtype=bfloat16")
         if d.device_type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
         self.sharded = cfg.parallelism == "fsdp"  # the checkpoint format: sharded even on one process
-        device_ids = [int(os.environ["LOCAL_RANK"])] if d.enabled and d.device_type == "cuda" else None
-        self.model = parallel.wrap(model, cfg, d.enabled, self.dtype, device_ids)
-        self.optimizer = make_optimizer(model, cfg, d.device_type)
+        self.model = parallel.wrap(model, cfg, d.enabled, self.dtype, d.device_ids)
+        self.optimizer_step = step = OptimizerStep(cfg, d, self.model, model, self.dtype)
+        self.optimizer, self.scaler, self.guard, self.ctx = step.optimizer, step.scaler, step.guard, step.ctx
         self.start, self.last_saved, self.best_val = 0, None, math.inf
         if ckpt is not None:
             checkpoint.restore_weights(model, ckpt, ckpt["path"])
@@ -426,8 +297,7 @@ class Trainer:
             self.start = self.last_saved = ckpt["iter_num"]
             self.best_val = ckpt.get("best_val_loss", math.inf)
         self.wandb_id = (ckpt or {}).get("wandb_id") or uuid.uuid4().hex[:12]  # a resume continues the wandb run
-        self.guard = DivergenceGuard(self.optimizer, self.scaler, d.device)
-        self.accum = cfg.gradient_accumulation_steps // d.world_size
+        self.accum = step.accum
         self.tokens_per_step = self.block_size * cfg.batch_size * cfg.gradient_accumulation_steps
         self.flops_per_step = self.raw_model.flops_per_token(self.block_size) * self.tokens_per_step
         self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops)
@@ -557,29 +427,17 @@ class Trainer:
             self.save(it)
 
     def train_step(self, it: int) -> torch.Tensor:
-        """One optimizer step; returns the mean loss as a device tensor (no host sync)."""
-        lr = lr_at(it, self.cfg)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        # Dropout's random stream is a function of (seed, rank, step): resume needs no saved RNG state.
-        torch.manual_seed(hash((self.cfg.seed, self.d.rank, it)) % 2**63)
-        loss_sum = torch.zeros((), device=self.d.device)
-        for micro in range(self.accum):
+        """One optimizer step on step it's batch; returns the mean loss and gradient norm (no host sync)."""
+        return self.optimizer_step(it, self.batch(it))
+
+    def batch(self, it: int):
+        """Step it's micro-batches of this rank, on the device: micro -> (x, y)."""
+
+        def get(micro):
             x, y = self.data.batches.get(it, micro, self.d.rank, self.d.world_size)
-            x, y = x.to(self.d.device, non_blocking=True), y.to(self.d.device, non_blocking=True)
-            last = micro == self.accum - 1  # gradients cross processes once, on the last micro-step
-            with self.ctx, parallel.micro_step(self.model, self.cfg, self.d.enabled, last):
-                _, loss = self.model(x, y)
-                self.scaler.scale(loss / self.accum).backward()
-            loss_sum += loss.detach().float()
-        self.scaler.unscale_(self.optimizer)
-        norm = parallel.clip_grad_norm(self.raw_model.parameters(), self.cfg.grad_clip)
-        stats = torch.stack([loss_sum / self.accum, norm.float()])
-        if self.d.enabled:  # asynchronous on GPUs; a NaN on any rank reaches every rank
-            dist.all_reduce(stats)
-            stats /= self.d.world_size
-        self.guard.step(it, stats[0], stats[1])
-        return stats
+            return x.to(self.d.device, non_blocking=True), y.to(self.d.device, non_blocking=True)
+
+        return get
 
     def log_step(self, it: int, stats: torch.Tensor, seconds_per_step: float | None) -> None:
         """The step's record and console line: the one place the loop reads numbers back from the device."""
@@ -642,7 +500,7 @@ class Trainer:
 def run(argv):
     cfg, model_cfg = parse(argv, TrainConfig, GPTConfig, doc=__doc__, prog="train.py")
     if cfg.dry_run:
-        if GPT.is_pretrained_source(cfg.init_from):
+        if importers.is_pretrained_source(cfg.init_from):
             raise ConfigError(f"dry_run estimates a model built from the config, not init_from={cfg.init_from!r}")
         print_estimate(cfg, model_cfg, cfg.dry_run)
         return
@@ -660,10 +518,10 @@ def run(argv):
 
 
 def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data, run_dir: RunDir) -> None:
-    mode, path, leftovers = start_mode(cfg, run_dir)
+    mode, path, leftovers = start.start_mode(cfg, run_dir)
     torch.manual_seed(cfg.seed)  # model init only; the data never reads this generator
-    model, ckpt, origin = build_model(cfg, model_cfg, mode, path)
-    check_model(model, cfg, model_cfg, data, origin)
+    model, ckpt, origin = start.build_model(cfg, model_cfg, mode, path)
+    start.check_model(model, cfg, model_cfg, data, origin)
     resolved = {**asdict(cfg), **model.config.to_dict()}
     if ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only:
         if d.master:
@@ -708,11 +566,7 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
 
 
 def main(argv=None):
-    try:
-        cli_main(run, argv)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    parallel.cli_main(run, argv)
 
 
 if __name__ == "__main__":

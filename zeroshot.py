@@ -20,13 +20,9 @@ stripped lines that qualify.
 
 import json
 import math
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
-
-import torch
 
 import taskdata
 from atomic import atomic_write_text, check_writable
@@ -36,7 +32,7 @@ from dataset import DataError
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, cli_main
 from hardware import autocast, resolve_device, resolve_dtype
-from tokenizer import codec
+from scoring import checked_encoder, loglikelihoods
 
 TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 
@@ -65,37 +61,6 @@ class EvalConfig:
 
     def __post_init__(self):
         check(self)
-
-
-@torch.no_grad()
-def loglikelihoods(model, requests, batch_size):
-    """For each (context ids, continuation ids): (sum of log p(continuation | context), whether greedy
-    decoding reproduces the continuation). Over-long sequences keep their last block_size + 1 tokens."""
-    bs = model.config.block_size
-    device = next(model.parameters()).device
-    out = [None] * len(requests)
-    order = sorted(range(len(requests)), key=lambda i: -(len(requests[i][0]) + len(requests[i][1])))
-    shown = time.monotonic()
-    for start in range(0, len(order), batch_size):
-        if time.monotonic() - shown > 5:  # a progress line every few seconds on long tasks
-            print(f"  {start:,} / {len(order):,} sequences", file=sys.stderr)
-            shown = time.monotonic()
-        chunk = order[start : start + batch_size]
-        seqs = [(requests[i][0] + requests[i][1])[-(bs + 1) :] for i in chunk]
-        x = torch.zeros(len(seqs), max(len(s) for s in seqs) - 1, dtype=torch.long)
-        for j, s in enumerate(seqs):  # right padding: causal attention never looks at it
-            x[j, : len(s) - 1] = torch.tensor(s[:-1])
-        logp = model(x.to(device))[0].float().log_softmax(-1).cpu()
-        for j, i in enumerate(chunk):
-            s, n = seqs[j], len(requests[i][1])
-            if n > len(s) - 1:
-                raise DataError(
-                    f"an item's continuation has {n} tokens, more than the model's context of {bs}: "
-                    "evaluate a model with a longer block_size, or leave the item out of the file"
-                )
-            rows, target = logp[j, len(s) - 1 - n : len(s) - 1], torch.tensor(s[-n:])
-            out[i] = (rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all()))
-    return out
 
 
 def lambada(model, encode, items, batch_size):
@@ -169,25 +134,6 @@ def score_task(task, model, encode, cfg: EvalConfig):
     if task == "lambada":
         return lambada(model, encode, items, cfg.batch_size)
     return multiple_choice(model, encode, items, cfg.batch_size, cfg.protocol)
-
-
-def checked_encoder(meta: dict, vocab: int):
-    """encode, refusing text the model cannot see: characters outside a character vocabulary, ids past vocab."""
-    encode = codec(meta)[0]
-
-    def checked(text):
-        try:
-            ids = encode(text)
-        except ValueError as e:
-            raise DataError(f"an item cannot be encoded with the model's tokenizer: {e}") from None
-        if ids and max(ids) >= vocab:
-            raise DataError(
-                f"the tokenizer ({meta['tokenizer']}) gives id {max(ids)} but the model has vocab_size="
-                f"{vocab}: evaluate with the tokenizer the model was trained with"
-            )
-        return ids
-
-    return checked
 
 
 def results_path(cfg: EvalConfig) -> Path:

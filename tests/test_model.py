@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import GPT, QUERY_MODES, GPTConfig, KVCache, Linear
+import importers
+from cpu_linear import Linear
+from model import GPT, QUERY_MODES, GPTConfig, KVCache
 
 TINY = dict(block_size=32, vocab_size=67, n_layer=2, n_head=4, n_embd=32)
 VARIANTS = [  # (pos_embedding, n_kv_head): learned and rotary positions, full and grouped K/V heads
@@ -290,14 +292,14 @@ def test_hf_gpt2_parity(tmp_path):
             elif name.endswith("bias"):
                 p.normal_(0, 0.1)
     hf.save_pretrained(tmp_path)
-    ours = GPT.from_pretrained(str(tmp_path)).eval()
+    ours = importers.from_pretrained(str(tmp_path)).eval()
     idx = torch.randint(0, 101, (2, 48))
     with torch.no_grad():
         expected = hf(idx).logits
         got, _ = ours(idx)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="linear-query only"):
-        GPT.from_pretrained(str(tmp_path), query_mode="identity")
+        importers.from_pretrained(str(tmp_path), query_mode="identity")
 
 
 @pytest.mark.slow
@@ -332,7 +334,7 @@ def test_hf_gpt_neox_parity(tmp_path, parallel):
             if name.endswith("bias"):
                 p.normal_(0, 0.1)
     hf.save_pretrained(tmp_path)
-    ours = GPT.from_pretrained(str(tmp_path)).eval()
+    ours = importers.from_pretrained(str(tmp_path)).eval()
     assert ours.config.rotary_dims == 2 and ours.config.parallel_residual == parallel
     idx = torch.randint(0, 96, (2, 48))
     with torch.no_grad():
@@ -402,8 +404,8 @@ def test_pretrained_import_with_a_probe_keeps_the_base_model(tmp_path):
     transformers.GPT2LMHeadModel(
         transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32, vocab_size=50)
     ).save_pretrained(tmp_path)
-    plain = GPT.from_pretrained(str(tmp_path)).eval()
-    probe = GPT.from_pretrained(str(tmp_path), content_skip=True, lora_rank=2).eval()
+    plain = importers.from_pretrained(str(tmp_path)).eval()
+    probe = importers.from_pretrained(str(tmp_path), content_skip=True, lora_rank=2).eval()
     idx = torch.randint(0, 50, (1, 16))
     with torch.no_grad():
         for block in probe.transformer.h:

@@ -10,6 +10,7 @@ from helpers import Successor, encode_chars
 
 import analyze_skip
 import checkpoint
+import importers
 import taskdata
 import train
 import zeroshot
@@ -91,13 +92,13 @@ def test_frozen_probe_trains_only_the_new_parameters(data_dir, tmp_path, kind, c
     path = pretrained(tmp_path, kind)
     train.main(probe_args(data_dir, tmp_path / "run", path))
     assert "trainable" in capsys.readouterr().out
-    before = GPT.from_pretrained(str(path)).state_dict()
+    before = importers.from_pretrained(str(path)).state_dict()
     after = checkpoint.load(tmp_path / "run" / "ckpt.pt")["model"]
     frozen = [k for k in after if not GPT.is_added(k)]
     added = [k for k in after if GPT.is_added(k)]
     assert frozen and added
     assert all(torch.equal(after[k], before[k]) for k in frozen)
-    fresh = GPT.from_pretrained(str(path), preproj=True, content_skip=True)
+    fresh = importers.from_pretrained(str(path), preproj=True, content_skip=True)
     assert all(after[k].shape == fresh.state_dict()[k].shape for k in added)
     assert not torch.equal(after["transformer.h.0.skip.weight"], torch.zeros_like(after["transformer.h.0.skip.weight"]))
 

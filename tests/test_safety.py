@@ -19,6 +19,7 @@ from helpers import error_of, snapshot, tiny_args, torchrun
 import checkpoint
 import compare
 import parallel
+import start
 import train
 from dataset import DataError, open_split, write_dataset
 from model import GPT
@@ -407,7 +408,7 @@ def test_dropout_masks_change_every_step_and_repeat_on_resume(char_data, tmp_pat
             masks.setdefault(step["now"], (output == 0).clone())
 
     monkeypatch.setattr(train.Trainer, "train_step", train_step)
-    monkeypatch.setattr(train, "check_model", _hooking(train.check_model, record))
+    monkeypatch.setattr(start, "check_model", _hooking(start.check_model, record))
     train.main(tiny_args(char_data, tmp_path / "full", dropout=0.5))
     full = dict(masks)
     assert sorted(full) == list(range(8))
