@@ -115,10 +115,10 @@ def versus_baseline(arm_runs, base_runs, step):
     return diff / base, ((diff - half) / base, (diff + half) / base), p, kind
 
 
-def delta_curves(runs, baseline: str) -> dict:
-    """{arm: (steps, mean, std)}: at every evaluation step all runs share, the arm's val loss minus the
-    baseline arm's mean there; mean and std over the arm's seeds, of the seed-by-seed differences when
-    the arms are paired."""
+def improvement_curves(runs, baseline: str) -> dict:
+    """{arm: (steps, mean, std)}: at every evaluation step all runs share, the arm's improvement over the
+    baseline, (baseline mean - val loss) / baseline mean, as the table reports it (positive: lower loss);
+    mean and std over the arm's seeds, of the seed-by-seed differences when the arms are paired."""
     arms = arms_of(runs)
     steps = sorted(set.intersection(*(set(r.evals) for r in runs)))
     base = arms[baseline]
@@ -126,14 +126,26 @@ def delta_curves(runs, baseline: str) -> dict:
     for arm, rs in arms.items():
         means, stds = [], []
         for s in steps:
+            base_mean = statistics.mean(by_seed(base, s))
             if arm != baseline and paired(rs, base):
-                d = [x - y for x, y in zip(by_seed(rs, s), by_seed(base, s))]
+                d = [(y - x) / base_mean for x, y in zip(by_seed(rs, s), by_seed(base, s))]
             else:
-                base_mean = statistics.mean(by_seed(base, s))
-                d = [x - base_mean for x in by_seed(rs, s)]
+                d = [(base_mean - x) / base_mean for x in by_seed(rs, s)]
             means.append(statistics.mean(d))
             stds.append(statistics.stdev(d) if len(d) > 1 else 0.0)
         out[arm] = (steps, means, stds)
+    return out
+
+
+def smoothed(values, beta: float) -> list:
+    """Exponential moving average with bias correction (as Adam's moments): started from 0 and divided by
+    1 - beta^n, so the first points are not dragged towards the first value. Non-finite points are skipped."""
+    out, m, n = [], 0.0, 0
+    for x in values:
+        if math.isfinite(x):
+            n += 1
+            m = beta * m + (1 - beta) * x
+        out.append(m / (1 - beta**n) if n else math.nan)
     return out
 
 
@@ -200,54 +212,83 @@ def table(runs, baseline: str, step: int | None):
 
 
 def plot(runs, path, baseline: str, smooth=0.9):
-    """Three panels: val loss minus the baseline's mean (mean +- std over seeds), val loss, EMA train loss."""
+    save_figure(figure(runs, baseline, smooth), path)
+
+
+def figure(runs, baseline: str, smooth=0.9):
+    """Three panels: the improvement over the baseline in % (mean ± std over seeds; the table's sign: up is
+    better), the val loss, and the train loss as a bias-corrected moving average."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_delta, ax_val, ax_train) = plt.subplots(1, 3, figsize=(20, 5.5), width_ratios=(2, 1, 1))
+    fig, (ax_gain, ax_val, ax_train) = plt.subplots(1, 3, figsize=(20, 5.5), width_ratios=(2, 1, 1))
     colors = {arm: f"C{i}" for i, arm in enumerate(sorted({r.arm for r in runs}))}
-    arms, late, ends = arms_of(runs), [], []
-    for arm, (steps, mean, std) in delta_curves(runs, baseline).items():
-        ax_delta.plot(steps, mean, color=colors[arm], label=f"{arm} (n={len(arms[arm])})", marker=".")
-        low, high = [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)]
-        ax_delta.fill_between(steps, low, high, color=colors[arm], alpha=0.2)
-        late += [v for st, lo, hi in zip(steps, low, high) if st >= 0.6 * steps[-1] for v in (lo, hi)]
-        ends.append((mean[-1], arm, -mean[-1] / statistics.mean(by_seed(arms[baseline], steps[-1]))))
-    # The last 40 % of training sets the scale, so a 1 % effect fills the panel (early transients may leave it).
-    pad = 0.3 * (max(late) - min(late)) or 1e-3
-    ax_delta.set_ylim(min(late) - pad, max(late) + pad)
-    gap, y_label = 0.05 * (max(late) - min(late) + 2 * pad), -math.inf
-    for y, arm, gain in sorted(ends):  # the table's improvement at the end of each curve, labels kept apart
-        y_label = max(y, y_label + gap)
-        ax_delta.annotate(f" {arm} {gain:+.2%}", (steps[-1], y_label), color=colors[arm], fontsize=8, va="center")
-    ax_delta.axhline(0, color="black", linewidth=0.8)
-    ax_delta.set_ylabel(f"val loss - mean of {baseline} (below 0: better)")
+    improvement_panel(ax_gain, runs, baseline, colors)
     for r in runs:
         label = f"{r.arm} (seed {r.seed})"
         steps = sorted(r.evals)
         ax_val.plot(steps, [r.evals[s]["val_loss"] for s in steps], color=colors[r.arm], label=label, marker=".")
         steps = sorted(r.steps)
-        ema, curve = None, []
-        for s in steps:  # exponential moving average, for readability only
-            x = r.steps[s]["loss"]
-            ema = x if ema is None or not math.isfinite(ema) else smooth * ema + (1 - smooth) * x
-            curve.append(ema)
-        ax_train.plot(steps, curve, color=colors[r.arm], label=label, linewidth=1)
+        ax_train.plot(steps, smoothed([r.steps[s]["loss"] for s in steps], smooth), color=colors[r.arm], label=label)
     titles = (
-        f"val loss minus {baseline}'s mean, mean ± std over seeds; at the end: improvement",
+        f"improvement over {baseline} (%; above 0: lower val loss), mean ± std over seeds",
         "validation loss",
-        f"train loss (EMA {smooth})",
+        f"train loss (moving average, beta {smooth}, bias-corrected)",
     )
-    for ax, title in zip((ax_delta, ax_val, ax_train), titles):
+    for ax, title in zip((ax_gain, ax_val, ax_train), titles):
         ax.set_xlabel("step")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-    ax_delta.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    save_figure(fig, path)
     plt.close(fig)
+    return fig
+
+
+def improvement_panel(ax, runs, baseline: str, colors: dict) -> None:
+    """The improvement curves in %, scaled to the last 40 % of training; earlier points beyond the scale are
+    drawn on its edge as open triangles. Each curve ends in its label, the table's number, kept apart."""
+    arms = arms_of(runs)
+    curves = {
+        arm: (steps, [100 * m for m in mean], [100 * s for s in std])
+        for arm, (steps, mean, std) in improvement_curves(runs, baseline).items()
+    }
+    late = [
+        v
+        for steps, mean, std in curves.values()
+        for st, m, s in zip(steps, mean, std)
+        if st >= 0.6 * steps[-1]
+        for v in (m - s, m + s)
+    ]
+    pad = 0.3 * (max(late) - min(late)) or 0.1
+    low, high = min(late) - pad, max(late) + pad
+    for arm, (steps, mean, std) in curves.items():
+        shown = [min(max(m, low), high) for m in mean]
+        ax.plot(steps, shown, color=colors[arm], label=f"{arm} (n={len(arms[arm])})", marker=".")
+        band = ([m - s for m, s in zip(shown, std)], [m + s for m, s in zip(shown, std)])
+        ax.fill_between(steps, *band, color=colors[arm], alpha=0.2)
+        for edge, marker in ((high, "^"), (low, "v")):  # off the scale: an open triangle on its edge
+            off = [st for st, m in zip(steps, mean) if (m > high if edge == high else m < low)]
+            if off:
+                ax.scatter(
+                    off,
+                    [edge] * len(off),
+                    marker=marker,
+                    facecolors="none",
+                    edgecolors=colors[arm],
+                    zorder=3,
+                    clip_on=False,
+                )
+    ax.set_ylim(low, high)
+    gap, y_label = 0.05 * (high - low), -math.inf
+    for y, arm in sorted((mean[-1], arm) for arm, (_, mean, _) in curves.items()):
+        y_label = max(y, y_label + gap)
+        end = curves[arm][0][-1]
+        ax.annotate(f" {arm} {y / 100:+.2%}", (end, y_label), color=colors[arm], fontsize=8, va="center")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel(f"(val loss of {baseline} - val loss) / val loss of {baseline}, %")
+    ax.legend(fontsize=8, loc="lower left")
 
 
 def run(argv):

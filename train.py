@@ -17,7 +17,6 @@ starts, the model, the optimizer, then the Trainer's loop of steps, evaluations 
 is spread over processes (DDP, FSDP, activation checkpointing) is parallel.py's.
 """
 
-import json
 import math
 import os
 import time
@@ -370,6 +369,15 @@ class Trainer:
             f"{cause}; {kept}. Lower learning_rate or raise weight_decay / grad clipping, then --init_from=resume"
         )
 
+    def summary(self) -> str:
+        """The closing lines: where the run ended, where its checkpoint is, what to run next."""
+        path = checkpoint.latest(self.run.path) if self.last_saved is not None else None
+        return (
+            f"done: step {self.cfg.max_iters}, best val loss {self.best_val:.4f}; checkpoint {path}\n"
+            f"  sample:  python sample.py --out_dir={self.run.path}\n"
+            f"  compare: python compare.py {self.run.path} --png={self.run.path / 'compare.png'}"
+        )
+
     def interrupted_line(self) -> str:
         kept = f"the last checkpoint is step {self.last_saved}" if self.last_saved is not None else "no checkpoint yet"
         return (
@@ -461,7 +469,7 @@ class Trainer:
                 f"mfu {mfu}, eta {eta}"
             )
         else:
-            self.say(f"step {it}: loss {loss:.4f}, lr {rec['lr']:.2e} (timing from the next logged step)")
+            self.say(f"step {it}: loss {loss:.4f}, lr {rec['lr']:.2e}")
 
     def fit(self) -> None:
         """Steps from start to max_iters. Time per step is measured between logged steps (where the host
@@ -517,6 +525,13 @@ def run(argv):
     run_dir.unlock()
 
 
+def changed_settings(resolved: dict) -> str:
+    """The settings that differ from the defaults, as key=value."""
+    defaults = {**asdict(TrainConfig()), **GPTConfig().to_dict()}
+    changed = [f"{k}={v}" for k, v in resolved.items() if k in defaults and v != defaults[k] and k != "out_dir"]
+    return ", ".join(changed) or "the defaults"
+
+
 def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data, run_dir: RunDir) -> None:
     mode, path, leftovers = start.start_mode(cfg, run_dir)
     torch.manual_seed(cfg.seed)  # model init only; the data never reads this generator
@@ -537,7 +552,7 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
         )
         return
     if d.master:
-        print(json.dumps(resolved, indent=1))
+        print(f"run {run_dir.path}: {changed_settings(resolved)} (every setting: {run_dir.path / 'config.json'})")
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(
             f"{model.num_params():,} non-embedding parameters, {trainable:,} trainable; {d.world_size} process(es) "
@@ -561,6 +576,7 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
     except KeyboardInterrupt:
         raise Interrupted(trainer.interrupted_line()) from None
     wandb.finish()
+    trainer.say(trainer.summary())
     if d.enabled:  # leave together: a rank that tears down while its peer is still saving can hang in gloo
         dist.barrier()
 

@@ -136,3 +136,18 @@ def test_sample_refuses_a_checkpoint_whose_vocab_misses_its_tokenizer(char_data,
     with pytest.raises(SystemExit) as e:
         sample.main([f"--out_dir={tmp_path}", "--start=a"])
     assert "has 50257 ids but the model's vocab_size is 65" in str(e.value.code)
+
+
+def test_train_console_header_and_closing_summary(char_data, tmp_path, capsys):
+    """A short header (what differs from the defaults, where the full config is), no repeated timing
+    notice, and a closing summary whose val loss is the best one in the log."""
+    train.main(tiny_args(char_data, tmp_path))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"run {tmp_path}: ") and "n_layer=2" in out[0] and "out_dir=" not in out[0]
+    assert out[0].endswith(f"(every setting: {tmp_path / 'config.json'})") and not any(line == "{" for line in out)
+    assert not any("timing from the next" in line for line in out)
+    best = min(
+        r["val_loss"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines()) if "val_loss" in r
+    )
+    assert out[-3] == f"done: step 8, best val loss {best:.4f}; checkpoint {tmp_path / 'ckpt.pt'}"
+    assert out[-2].split() == ["sample:", "python", "sample.py", f"--out_dir={tmp_path}"]

@@ -124,6 +124,9 @@ def test_resume_at_max_iters_and_schedule_changes(char_data, tmp_path, capsys):
     assert "end of the cosine (lr_decay_iters, else max_iters) (checkpoint 8, config 12)" in message
     assert "--allow_schedule_change=True" in message
     assert snapshot(tmp_path) == saved
+    # An evaluation never reads the schedule: eval_only accepts another one, and writes nothing.
+    train.main(tiny_args(char_data, tmp_path, init_from="resume", eval_only=True, max_iters=99, lr_decay_iters=None))
+    assert "step 8: val loss" in capsys.readouterr().out and snapshot(tmp_path) == saved
     train.main(tiny_args(char_data, tmp_path, init_from="resume", max_iters=12, allow_schedule_change=True))
     assert "new schedule" in capsys.readouterr().out
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 12

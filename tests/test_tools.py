@@ -206,11 +206,12 @@ def test_compare_delta_to_baseline_and_its_interval_from_a_hand_made_log(tmp_pat
     assert kind == "paired" and gain == pytest.approx(d_mean / base_mean)
     assert (low, high) == pytest.approx(((d_mean - half) / base_mean, (d_mean + half) / base_mean))
     assert p == pytest.approx(2 * stats.t.sf(d_mean / (d_sd / math.sqrt(2)), 1))
-    curves = compare.delta_curves(runs, "baseline")
+    curves = compare.improvement_curves(runs, "baseline")  # the table's sign and scale: (base - arm) / base
     steps, mean, std = curves["nlq"]
-    assert steps == [0, 10] and mean == pytest.approx([0.0, -0.05]) and std == pytest.approx([0.0, d_sd])
+    assert steps == [0, 10] and mean == pytest.approx([0.0, d_mean / base_mean])
+    assert std == pytest.approx([0.0, d_sd / base_mean])
     assert curves["baseline"][1] == pytest.approx([0.0, 0.0]) and curves["baseline"][2][1] == pytest.approx(
-        math.sqrt(2) * 0.01
+        math.sqrt(2) * 0.01 / base_mean
     )
     compare.main([str(tmp_path / "*"), f"--png={tmp_path / 'c.png'}", f"--md={tmp_path / 't.md'}"])
     out = capsys.readouterr().out
@@ -292,3 +293,38 @@ def test_sample_from_imported_gpt2_weights(tmp_path):
     (cfg,) = sample.parse(args, sample.SampleConfig)
     (a,) = sample.generate(cfg)[0]  # greedy: one sample, however many are asked for
     assert a.startswith("Hello world") and len(a) > len("Hello world")
+
+
+def test_compare_figure_smoothing_signs_labels_and_clipping(tmp_path, capsys):
+    """From a hand-made log: the train panel is the bias-corrected moving average of the logged losses
+    (computed here from its formula), the improvement panel is up-is-better with end labels equal to the
+    table's numbers, and an early point far off the scale is clipped to the edge and marked."""
+    losses = [4.0, 3.0, 2.5, 2.2, 2.1, 2.06]
+    for name, arm, final in (("base", "baseline", 3.0), ("nlq", "nlq", 2.97), ("wide", "wide", 3.01)):
+        d = fake_run(tmp_path, name, arm, 1, {0: 4.0, 10: 3.5, 20: 3.2, 30: final}, [])
+        early = {"step": 10, "val_loss": 9.0 if arm == "wide" else 3.5, "train_eval_loss": 3.5, "tokens": 1000}
+        lines = [{"step": 10 * i, "loss": x, "fingerprint": "f"} for i, x in enumerate(losses)]
+        records = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+        records = [early if r.get("step") == 10 else r for r in records]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + records))
+    runs = [compare.Run.from_dir(tmp_path / n) for n in ("base", "nlq", "wide")]
+    fig = compare.figure(runs, "baseline", smooth=0.9)
+    ax_gain, _, ax_train = fig.axes[:3]
+    beta, expected, m = 0.9, [], 0.0
+    for k, x in enumerate(losses, 1):
+        m = beta * m + (1 - beta) * x
+        expected.append(m / (1 - beta**k))
+    assert list(ax_train.lines[0].get_ydata()) == pytest.approx(expected)
+    assert expected[-1] < 2.6  # a moving average started at the first loss, 4.0, would read 3.31 here
+
+    table = "\n".join(compare.table(runs, "baseline", None))
+    labels = {t.get_text().split()[0]: t.get_text().split()[1] for t in ax_gain.texts}
+    for arm in ("nlq", "wide"):
+        assert f"| {arm} |" in table and f"| {labels[arm]} |" in table
+    assert labels["nlq"] == "+1.00%" and labels["wide"] == "-0.33%"  # (3.0 - 2.97) / 3.0, (3.0 - 3.01) / 3.0
+    low, high = ax_gain.get_ylim()
+    wide = next(line for line in ax_gain.lines if line.get_label().startswith("wide"))
+    assert all(low <= y <= high for y in wide.get_ydata()) and wide.get_ydata()[1] == pytest.approx(low)
+    assert any(c.get_offsets().shape[0] == 1 for c in ax_gain.collections if hasattr(c, "get_offsets"))
+    positions = sorted(t.xyann[1] if hasattr(t, "xyann") else t.xy[1] for t in ax_gain.texts)
+    assert all(b - a >= 0.05 * (high - low) - 1e-9 for a, b in zip(positions, positions[1:]))  # kept apart
