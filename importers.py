@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+import hub
 from model import GPT, GPTConfig
 
 
@@ -18,6 +19,7 @@ def from_pretrained(name_or_path: str, **overrides) -> GPT:
     """GPT-2 ('gpt2' ... 'gpt2-xl') or GPT-NeoX / Pythia weights, by hub name or local HF directory,
     through transformers. overrides may set fields the checkpoint has no say in (dropout, preproj,
     content_skip, lora_rank, ...); the parameters they add keep their fresh initialisation."""
+    hub.offline()  # before transformers is imported: it reads the switch once
     from transformers import AutoModelForCausalLM
 
     try:

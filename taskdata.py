@@ -48,6 +48,9 @@ def rows(task: str, path: str | None = None, split: str | None = None, option: s
     if path:
         data = read_jsonl(path)
     else:
+        import hub
+
+        hub.offline()
         import datasets
 
         name, config, default_split = HUB[task]

@@ -45,9 +45,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tok
 def hf_tokenizer(name: str):
     """A transformers tokenizer by hub name or directory; a directory without tokenizer files is refused
     (transformers would otherwise build an almost empty one and tokenize everything to a few ids)."""
-    from transformers import AutoTokenizer
-
+    import hub
     from errors import UserError
+
+    hub.offline()
+    from transformers import AutoTokenizer
 
     if Path(name).is_dir() and not any((Path(name) / f).exists() for f in TOKENIZER_FILES):
         raise UserError(f"{name} holds no tokenizer files ({', '.join(TOKENIZER_FILES)}): pass a tokenizer directory")

@@ -32,6 +32,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
+import hub  # noqa: E402
 from dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
 from errors import cli_main  # noqa: E402
 from tokenizer import EOT, gpt2_encoding  # noqa: E402
@@ -43,9 +44,11 @@ VAL_SPLIT_NAMES = ("validation", "val", "test")
 
 
 def load_source(name: str, num_proc: int):
+    path = Path(name)
+    if not path.exists():
+        hub.offline()  # before datasets is imported: it reads the switch once
     import datasets
 
-    path = Path(name)
     if path.exists():
         files = sorted(str(p) for p in path.iterdir()) if path.is_dir() else [str(path)]
         suffixes = {Path(f).suffix for f in files}
