@@ -2,6 +2,7 @@
 program with its one line and a non-zero exit status."""
 
 import io
+import os
 import sys
 
 
@@ -29,6 +30,8 @@ def cli_main(body, argv=None):
         print("error: interrupted (Ctrl-C)", file=sys.stderr)
         sys.exit(130)
     except UserError as e:
+        if isinstance(e, ConfigError) and os.environ.get("RANK", "0") != "0":
+            sys.exit(e.exit_code)  # under torchrun every rank reads the same config: rank 0 says it once
         if e.exit_code == 1:
             sys.exit(f"error: {e}")
         print(f"error: {e}", file=sys.stderr)

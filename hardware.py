@@ -6,13 +6,16 @@ float32 the tensor cores run TF32 at half that. Unknown GPUs report no MFU rathe
 CPU has no data-sheet figure here: its peak is configured, or measured as the best float32 matmul rate.
 """
 
+import json
+import os
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
-from errors import ConfigError
+from atomic import atomic_write_text
+from errors import ConfigError, UserError
 
 GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more specific names first
     ("H100 PCIe", 756e12),
@@ -61,10 +64,7 @@ def resolve_dtype(name: str, device_type: str) -> torch.dtype:
 
 def cpu_has_native_bf16() -> bool:
     """AVX512-BF16 or AMX-BF16 in the CPU's flags (Linux); elsewhere unknown, so no."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
+    flags = _cpuinfo()
     return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
@@ -107,8 +107,39 @@ def measure_cpu_flops(n: int = 1024, seconds: float = 0.5) -> float:
     return best
 
 
-def peak_flops(device: str, dtype: torch.dtype, cpu_peak: float | None = None):
-    """(FLOP/s or None, a description of where the figure comes from)."""
+def cached_cpu_flops(dtype: torch.dtype) -> float:
+    """measure_cpu_flops, once per machine (CPU model, threads, torch version): cached in the user's cache
+    directory, so the MFU of two runs on one machine is measured against the same peak."""
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), "")
+    key = f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {dtype}"
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nonlinear-queries" / "cpu_peak.json"
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    if not isinstance(cached, dict):
+        cached = {}
+    if isinstance(cached.get(key), float):
+        return cached[key]
+    peak = measure_cpu_flops()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({**cached, key: peak}, indent=1) + "\n")
+    except (OSError, UserError):  # an unwritable home: measured again next time
+        pass
+    return peak
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def peak_flops(device: str, dtype: torch.dtype, cpu_peak: float | None = None, cached: bool = False):
+    """(FLOP/s or None, a description of where the figure comes from). On a CPU without a configured peak:
+    measured now, or with cached=True once per machine (cached_cpu_flops)."""
     if device.startswith("cuda"):
         name = torch.cuda.get_device_name(device)
         for key, peak in GPU_PEAK_BF16:
@@ -119,5 +150,7 @@ def peak_flops(device: str, dtype: torch.dtype, cpu_peak: float | None = None):
     if device == "cpu":
         if cpu_peak:
             return cpu_peak, "configured cpu_peak_flops"
+        if cached:
+            return cached_cpu_flops(dtype), "float32 matmul peak measured once on this machine (cached)"
         return measure_cpu_flops(), "measured float32 matmul peak"
     return None, f"no peak known for {device}: MFU not reported"

@@ -299,7 +299,7 @@ class Trainer:
         self.accum = step.accum
         self.tokens_per_step = self.block_size * cfg.batch_size * cfg.gradient_accumulation_steps
         self.flops_per_step = self.raw_model.flops_per_token(self.block_size) * self.tokens_per_step
-        self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops)
+        self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops, cached=True)
 
     def choose_dtype(self, model: GPT, ckpt) -> torch.dtype:
         """cfg.dtype; 'auto' on a CPU is measured on this model (by rank 0, for all ranks) and a resume keeps

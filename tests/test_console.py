@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import tiny_args
 
 import bench
@@ -151,3 +152,17 @@ def test_train_console_header_and_closing_summary(char_data, tmp_path, capsys):
     )
     assert out[-3] == f"done: step 8, best val loss {best:.4f}; checkpoint {tmp_path / 'ckpt.pt'}"
     assert out[-2].split() == ["sample:", "python", "sample.py", f"--out_dir={tmp_path}"]
+
+
+def test_a_cpu_peak_is_measured_once_per_machine(tmp_path, monkeypatch):
+    """Two runs on one machine compute their MFU against the same peak: measured once, then read back."""
+    import hardware
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    measured = iter([1.5e11, 9e11])
+    monkeypatch.setattr(hardware, "measure_cpu_flops", lambda: next(measured))
+    first = hardware.peak_flops("cpu", torch.float32, cached=True)
+    second = hardware.peak_flops("cpu", torch.float32, cached=True)
+    assert first[0] == second[0] == 1.5e11 and "cached" in first[1]
+    assert list(json.loads((tmp_path / "nonlinear-queries" / "cpu_peak.json").read_text()).values()) == [1.5e11]
+    assert hardware.peak_flops("cpu", torch.float32)[0] == 9e11  # bench measures anew, each round

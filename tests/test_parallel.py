@@ -345,3 +345,12 @@ def test_gradients_cross_processes_on_the_last_micro_step_only(char_data, tmp_pa
     cfg = train.TrainConfig(parallelism="fsdp", reshard_micro_steps=True)
     with real(model := RecordingWrapper(), cfg, True, False):
         assert model.requested == ["sync=False", "reshard=True"]
+
+
+@pytest.mark.slow
+def test_under_torchrun_a_config_error_is_said_once(char_data, tmp_path):
+    _, err = torchrun(ROOT / "train.py", tiny_args(char_data, tmp_path, gradient_accumulation_steps=3), 120, fails=True)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: gradient_accumulation_steps=3 is not divisible by the 2 processes: make it a multiple of the world size"
+    ]
