@@ -18,12 +18,15 @@ finished runs, against the first arm given.
 """
 
 import argparse
+import math
 import os
 import queue
+import re
 import shlex
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +36,7 @@ from configurator import parse
 from errors import UserError, cli_main
 from model import GPTConfig
 from rundir import read_metrics
-from train import TrainConfig
+from train import TrainConfig, format_eta
 
 ROOT = Path(__file__).resolve().parent
 
@@ -122,10 +125,47 @@ def execute(run: Run, launcher: str, extra, gpu: str | None) -> str | None:
     return None if code == 0 else last_error(log)
 
 
-def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None]) -> dict:
-    """Every (run, its state) in todo, len(gpus) at a time (one per GPU), in order; {run: error line} of
-    the failures."""
-    work, failures, lock = queue.Queue(), {}, threading.Lock()
+STEP_LINE = re.compile(r"^step (\d+): loss ([\d.]+|nan|inf).*, eta (?:(\d+)d )?(\d+):(\d+)(?::(\d+))?$")
+
+
+def log_progress(log: Path) -> tuple[int, float, float] | None:
+    """(step, loss, seconds left) from the last timed step line of a train.log, or None before the first."""
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    for line in reversed(lines):
+        m = STEP_LINE.match(line)
+        if m:
+            days, a, b, c = (int(g) if g else 0 for g in m.group(3, 4, 5, 6))
+            # HH:MM:SS, or past a day 'Nd HH:MM'
+            seconds = days * 86400 + (a * 3600 + b * 60 if m.group(3) else a * 3600 + b * 60 + c)
+            return int(m.group(1)), float(m.group(2)), float(seconds)
+    return None
+
+
+def progress(running: list, waiting: int, slots: int, now: float) -> str:
+    """One line: each running run's step, loss and ETA (from its log), and the sweep's ETA: the longest
+    running run's remaining time plus the waiting runs, slots at a time, at the running runs' mean length.
+    running: (Run, its start time) pairs."""
+    parts, lengths, left = [], [], [0.0]
+    for r, started in running:
+        seen = log_progress(r.out_dir / "train.log")
+        if seen is None:
+            parts.append(f"{r.arm} s{r.seed} starting")
+            continue
+        step, loss, seconds = seen
+        parts.append(f"{r.arm} s{r.seed} step {step}/{r.max_iters} loss {loss:.4f} eta {format_eta(seconds)}")
+        lengths.append(now - started + seconds)
+        left.append(seconds)
+    if waiting and not lengths:
+        sweep = "n/a"
+    else:
+        sweep = format_eta(max(left) + math.ceil(waiting / slots) * (sum(lengths) / len(lengths) if lengths else 0))
+    return f"running: {'; '.join(parts) or 'none'} | {waiting} waiting | sweep eta {sweep}"
+
+
+def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None], every: float = 60) -> dict:
+    """Every (run, its state) in todo, len(gpus) at a time (one per GPU), in order, with a progress line every
+    `every` seconds; {run: error line} of the failures."""
+    work, failures, lock, running = queue.Queue(), {}, threading.Lock(), {}
     for item in todo:
         work.put(item)
 
@@ -136,8 +176,11 @@ def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | 
             except queue.Empty:
                 return
             print(f"start {r.arm} seed {r.seed} ({state})" + (f" on GPU {gpu}" if gpu is not None else ""))
+            with lock:
+                running[r.out_dir] = (r, time.monotonic())
             error = execute(r, launcher, extra, gpu)
             with lock:
+                del running[r.out_dir]
                 if error:
                     failures[(r.arm, r.seed)] = error
                 print(f"{'FAILED' if error else 'done'}: {r.arm} seed {r.seed}" + (f": {error}" if error else ""))
@@ -145,8 +188,14 @@ def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | 
     threads = [threading.Thread(target=worker, args=(g,)) for g in gpus]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    due = time.monotonic() + every
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.2)
+        if time.monotonic() >= due:
+            due += every
+            with lock:
+                if running:
+                    print(progress(list(running.values()), work.qsize(), len(gpus), time.monotonic()))
     return failures
 
 
@@ -160,6 +209,7 @@ def run(argv):
     p.add_argument("--png", help="the comparison figure (default: OUT_ROOT/compare.png; '' for none)")
     p.add_argument("--md", help="also write the comparison table to this markdown file")
     p.add_argument("--dry_run", action="store_true", help="list each run and what it would do; run nothing")
+    p.add_argument("--progress_every", type=float, default=60, help="seconds between progress lines")
     args, extra = p.parse_known_args(argv)
     unknown = [x for x in extra if not x.startswith("--") or "=" not in x]
     if unknown:
@@ -183,7 +233,9 @@ def run(argv):
     if args.dry_run:
         return
     gpus = args.gpus.split(",") if args.gpus else [None]
-    failures = run_all(todo, args.launcher, extra, gpus)
+    if not args.progress_every > 0:
+        raise UserError(f"--progress_every={args.progress_every}: give a number of seconds > 0")
+    failures = run_all(todo, args.launcher, extra, gpus, args.progress_every)
     finished = [r for r in runs if r.status() == "finished"]
     print(f"\n{len(finished)} of {len(runs)} runs finished, {len(failures)} failed this time")
     for (arm, seed), error in failures.items():

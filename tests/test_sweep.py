@@ -2,6 +2,7 @@
 
 import fcntl
 import json
+import re
 import subprocess
 import sys
 import time
@@ -87,7 +88,9 @@ def test_a_killed_sweep_stops_its_runs_and_the_rerun_resumes_them(char_data, tmp
     base, _, _ = write_arms(tmp_path, char_data)
     root = tmp_path / "out"
     long = ["--max_iters=100000", "--lr_decay_iters=100000", "--eval_interval=50"]
-    p = subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), base, "--seeds=1", f"--out_root={root}", *long])
+    console = open(tmp_path / "sweep.log", "w")
+    args = [base, "--seeds=1", f"--out_root={root}", "--progress_every=0.5", *long]
+    p = subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *args], stdout=console, text=True)
     log = root / "tiny_base-s1" / "train.log"
     deadline = time.monotonic() + 120
     while not (log.exists() and "step 60:" in log.read_text()):  # training, past its step-50 checkpoint
@@ -95,6 +98,8 @@ def test_a_killed_sweep_stops_its_runs_and_the_rerun_resumes_them(char_data, tmp
         time.sleep(0.2)
     p.kill()  # SIGKILL: the sweep cannot clean up after itself
     p.wait()
+    console.close()
+    assert re.search(r"running: tiny_base s1 step \d+/100000 loss [\d.]+ eta ", (tmp_path / "sweep.log").read_text())
     deadline = time.monotonic() + 30
     while not lock_is_free(root / "tiny_base-s1"):
         assert time.monotonic() < deadline, "the run kept training after its sweep was killed"
@@ -111,3 +116,26 @@ def test_a_seed_given_twice_is_refused(char_data, tmp_path):
         with pytest.raises(SystemExit) as e:
             sweep.main([base, nlq, f"--seeds={seeds}", f"--out_root={tmp_path / 'out'}", "--dry_run"])
         assert str(e.value.code).startswith("error: --seeds=") and "give each seed once" in str(e.value.code)
+
+
+def test_progress_lines_from_the_runs_logs(tmp_path):
+    logs = {
+        "a": "step 0: val loss 4.1\n"
+        "step 5: loss 2.5000, lr 1e-3, 10.0 ms, 100 tok/s, mfu n/a, eta 00:01:40\n"
+        "step 6: val loss 2.4\n",
+        "b": "step 7: loss 3.2500, lr 1e-3, 10.0 ms, 100 tok/s, mfu n/a, eta 1d 02:03\n",
+    }
+    runs = []
+    for name, text in logs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "train.log").write_text(text)
+        runs.append(sweep.Run(name, 1, "x.py", tmp_path / name, 100))
+    assert sweep.log_progress(tmp_path / "a" / "train.log") == (5, 2.5, 100.0)
+    assert sweep.log_progress(tmp_path / "b" / "train.log") == (7, 3.25, 86400 + 2 * 3600 + 3 * 60)
+    line = sweep.progress([(runs[0], 0.0), (runs[1], 50.0)], waiting=3, slots=2, now=100.0)
+    lengths = [100 + 100, 50 + 93780]  # elapsed + left, per running run
+    eta = 93780 + 2 * sum(lengths) / 2  # the longest left, then ceil(3 / 2) rounds of the mean length
+    assert line == (
+        f"running: a s1 step 5/100 loss 2.5000 eta 00:01:40; b s1 step 7/100 loss 3.2500 eta 1d 02:03 | "
+        f"3 waiting | sweep eta {sweep.format_eta(eta)}"
+    )
