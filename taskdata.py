@@ -1,11 +1,12 @@
 """Evaluation data: LAMBADA, HellaSwag, ARC-Easy and WikiText-103, from the hub by default or from a
-local JSONL file whose rows have the hub dataset's own fields (so a saved copy of the hub data works).
+local JSONL file whose rows have the hub dataset's own fields (so a saved copy of the hub data works):
 
-Each loader returns plain items:
-  lambada    {"text"}                                  last word predicted from the rest
-  hellaswag  {"context", "endings", "label"}           4 endings
-  arc_easy   {"context", "endings", "label"}           3-5 answers
-  wikitext   {"text"}                                  one line of the article text
+  lambada    {"text"}                                  the passage; its last word is predicted
+  hellaswag  {"ctx", "endings", "label"}               4 endings, label the right one's index
+  arc_easy   {"question", "choices", "answerKey"}      choices {"text": [...], "label": [...]}
+  wikitext   {"text"}                                  one row of the article text
+
+The loaders turn them into plain items: {"text"} or {"context", "endings", "label"}.
 """
 
 import json
