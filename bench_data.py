@@ -23,6 +23,7 @@ from dataset import open_split
 from domains import At, Text, check
 from errors import ConfigError, cli_main
 from loader import TrainBatches
+from textprep import synthetic_play
 
 ROOT = Path(__file__).resolve().parent
 
@@ -41,7 +42,7 @@ PLAIN_LOOP = textwrap.dedent("""
 
 @dataclass
 class DataBenchConfig:
-    input: Annotated[str, Text()] = "../shared/data/tinyshakespeare.txt"  # a UTF-8 text, cut into documents
+    input: Annotated[str | None, Text()] = None  # a UTF-8 text, cut into documents; None: the generated play
     copies: Annotated[int, At(1)] = 8  # the large corpus is this many copies of the input (the small one: 2)
     num_proc: Annotated[int, At(1)] = 2  # prepare's worker processes
     block_size: Annotated[int, At(1)] = 1024  # the loader's window
@@ -72,11 +73,12 @@ def timed_child(cmd):
 
 
 def run(cfg: DataBenchConfig):
-    src = Path(cfg.input)
-    if not src.is_file():
+    if cfg.input is not None and not Path(cfg.input).is_file():
         raise ConfigError(f"input={cfg.input}: no such file")
-    docs = [d for d in src.read_text().split("\n\n") if d.strip()]
-    report = {"input": str(src), "documents_per_copy": len(docs), "sizes": []}
+    text = Path(cfg.input).read_text() if cfg.input else synthetic_play()
+    docs = [d for d in text.split("\n\n") if d.strip()]
+    report = {"input": cfg.input or "the generated play (textprep.synthetic_play)", "documents_per_copy": len(docs)}
+    report["sizes"] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for copies in (cfg.copies, 4 * cfg.copies):
