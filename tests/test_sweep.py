@@ -92,22 +92,24 @@ def test_a_killed_sweep_stops_its_runs_and_the_rerun_resumes_them(char_data, tmp
     args = [base, "--seeds=1", f"--out_root={root}", "--progress_every=0.5", *long]
     p = subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *args], stdout=console, text=True)
     log = root / "tiny_base-s1" / "train.log"
+    console_text = (tmp_path / "sweep.log").read_text
     deadline = time.monotonic() + 120
-    while not (log.exists() and "step 60:" in log.read_text()):  # training, past its step-50 checkpoint
-        assert time.monotonic() < deadline and p.poll() is None
-        time.sleep(0.2)
+    progress = re.compile(r"running: tiny_base s1 step \d+/100000 loss [\d.]+ eta ")
+    while not (log.exists() and "step 60:" in log.read_text() and progress.search(console_text())):
+        assert time.monotonic() < deadline and p.poll() is None  # training past its step-50 checkpoint,
+        time.sleep(0.2)  # and the sweep has reported its progress
     p.kill()  # SIGKILL: the sweep cannot clean up after itself
     p.wait()
     console.close()
-    assert re.search(r"running: tiny_base s1 step \d+/100000 loss [\d.]+ eta ", (tmp_path / "sweep.log").read_text())
     deadline = time.monotonic() + 30
     while not lock_is_free(root / "tiny_base-s1"):
         assert time.monotonic() < deadline, "the run kept training after its sweep was killed"
         time.sleep(0.2)
     saved = checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"]
-    short = ["--max_iters=120", "--lr_decay_iters=100000", "--eval_interval=50", "--allow_schedule_change=True"]
+    end = saved + 20
+    short = [f"--max_iters={end}", "--lr_decay_iters=100000", "--eval_interval=50", "--allow_schedule_change=True"]
     sweep.main([base, "--seeds=1", f"--out_root={root}", "--png=", *short])  # not refused as "in use"
-    assert saved >= 50 and checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"] == 120
+    assert saved >= 50 and checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"] == end
 
 
 def test_a_seed_given_twice_is_refused(char_data, tmp_path):
