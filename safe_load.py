@@ -3,7 +3,7 @@
 A pickle can name any importable callable and run it while loading. torch.load(weights_only=True) only
 rebuilds tensors and plain containers, so single-file checkpoints and every torch.load go through
 `torch_load`. torch.distributed.checkpoint (DCP) reads its `.metadata` with plain pickle.load and its
-non-tensor values (the optimizer's param_groups) with torch.load(weights_only=False): `dcp_reader` and
+non-tensor values (the optimizer's param_groups) with torch.load and weights_only off: `dcp_reader` and
 `dcp_planner` replace both with readers that cannot run code — the metadata through an unpickler that
 knows only the classes DCP metadata holds (ALLOWED), the values through weights_only. A file naming
 anything else is refused with UnsafeFile before any of it is used.
