@@ -6,7 +6,8 @@ local JSONL file whose rows have the hub dataset's own fields (so a saved copy o
   arc_easy   {"question", "choices", "answerKey"}      choices {"text": [...], "label": [...]}
   wikitext   {"text"}                                  one row of the article text
 
-The loaders turn them into plain items: {"text"} or {"context", "endings", "label"}.
+The loaders turn them into plain items: {"text"} or {"context", "endings", "label"}, or {"skip": why} for a
+row that cannot be scored (an ARC answerKey among no labels), which the paper protocol skips and counts.
 """
 
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 from dataset import DataError
 
 HUB = {  # task: (dataset, config, split)
-    "lambada": ("EleutherAI/lambada_openai", "default", "test"),
+    "lambada": ("EleutherAI/lambada_openai", "en", "test"),  # "en": the official probe code's configuration
     "hellaswag": ("Rowan/hellaswag", None, "validation"),
     "arc_easy": ("allenai/ai2_arc", "ARC-Easy", "test"),
     "wikitext": ("Salesforce/wikitext", "wikitext-103-raw-v1", "validation"),
@@ -85,6 +86,9 @@ def items(task: str, path: str | None = None, split: str | None = None, protocol
             yield {"context": row["ctx"], "endings": [" " + e for e in row["endings"]], "label": int(row["label"])}
         else:
             labels = list(row["choices"]["label"])
+            if row["answerKey"] not in labels:  # a damaged row: the scorer skips or refuses it
+                yield {"skip": f"answerKey {row['answerKey']!r} is not among the labels {labels}"}
+                continue
             context = row["question"] if protocol == "paper" else f"Question: {row['question']}\nAnswer:"
             yield {
                 "context": context,

@@ -13,9 +13,11 @@ The paper protocol (protocol=paper, the default) follows its official code (07_b
   ARC-Easy   validation split, question + " " + choice; highest mean log-prob per token
   WikiText   the first 300 rows of validation (blank rows included) with >= 50 characters stripped, raw
              text, >= 10 tokens, cut to 512; ppl = exp(mean per-row loss) (also ppl_tokens, per token)
+and the rows it skips are skipped and counted (a LAMBADA passage without a space or over 512 tokens, an
+ARC row whose answerKey is none of its labels; "skipped" in the results).
 The standard protocol (protocol=standard): HellaSwag and ARC-Easy acc (sum of log-probs) and acc_norm
 (per character), ARC-Easy's test split with a "Question: ...\nAnswer:" prompt, and WikiText's first 300
-stripped lines that qualify.
+stripped lines that qualify; a row the paper protocol skips is refused in one line.
 """
 
 import json
@@ -63,13 +65,36 @@ class EvalConfig:
         check(self)
 
 
-def lambada(model, encode, items, batch_size):
-    requests = []
+PAPER_MAX_TOKENS = 512  # the official probe code skips a LAMBADA item whose context + target exceed it
+
+
+def scorable(items, protocol: str) -> tuple[list, int]:
+    """(the items to score, how many were skipped): a row marked {"skip": why} is skipped under the paper
+    protocol, as the official code skips it, and refused with its reason under the standard one."""
+    skips = [item["skip"] for item in items if "skip" in item]
+    if skips and protocol != "paper":
+        raise DataError(f"a row cannot be scored: {skips[0]}; fix or remove it (the paper protocol skips it)")
+    return [item for item in items if "skip" not in item], len(skips)
+
+
+def lambada(model, encode, items, batch_size, protocol="paper"):
+    """acc: every token of the last word reproduced greedily. Under the paper protocol a passage without a
+    space, or whose context and word exceed 512 tokens, is skipped and counted, as the official code does."""
+    requests, skipped = [], 0
     for item in items:
+        if " " not in item["text"]:
+            if protocol != "paper":
+                raise DataError(f"a LAMBADA passage has no space, so no last word: {item['text'][:60]!r}")
+            skipped += 1
+            continue
         context, word = item["text"].rsplit(" ", 1)
-        requests.append((encode(context), encode(" " + word)))
+        request = (encode(context), encode(" " + word))
+        if protocol == "paper" and len(request[0]) + len(request[1]) > PAPER_MAX_TOKENS:
+            skipped += 1
+            continue
+        requests.append(request)
     hits = [greedy for _, greedy in loglikelihoods(model, requests, batch_size)]
-    return {"acc": sum(hits) / len(hits), "n": len(hits)}
+    return {"acc": sum(hits) / len(hits) if hits else 0.0, "n": len(hits), "skipped": skipped}
 
 
 def argmax(scores) -> int:
@@ -80,6 +105,7 @@ def argmax(scores) -> int:
 def multiple_choice(model, encode, items, batch_size, protocol="paper"):
     """paper: acc of the ending with the highest mean log-prob per token. standard: acc by the sum of
     log-probs, acc_norm by log-prob per character."""
+    items, skipped = scorable(items, protocol)
     requests = [(encode(item["context"]), encode(e)) for item in items for e in item["endings"]]
     scores = iter(loglikelihoods(model, requests, batch_size))
     lengths = iter(len(ids) for _, ids in requests)
@@ -90,9 +116,10 @@ def multiple_choice(model, encode, items, batch_size, protocol="paper"):
         per_char = [lp / len(e) for lp, e in zip(lps, item["endings"])]
         acc += argmax(per_token if protocol == "paper" else lps) == item["label"]
         acc_norm += argmax(per_char) == item["label"]
+    n = max(len(items), 1)
     if protocol == "paper":
-        return {"acc": acc / len(items), "n": len(items)}
-    return {"acc": acc / len(items), "acc_norm": acc_norm / len(items), "n": len(items)}
+        return {"acc": acc / n, "n": len(items), "skipped": skipped}
+    return {"acc": acc / n, "acc_norm": acc_norm / n, "n": len(items)}
 
 
 def perplexity(model, encode, lines, max_len, batch_size):
@@ -132,7 +159,7 @@ def score_task(task, model, encode, cfg: EvalConfig):
     if not items:
         raise DataError(f"{task}: no items in {path or taskdata.HUB[task][0]}")
     if task == "lambada":
-        return lambada(model, encode, items, cfg.batch_size)
+        return lambada(model, encode, items, cfg.batch_size, cfg.protocol)
     return multiple_choice(model, encode, items, cfg.batch_size, cfg.protocol)
 
 

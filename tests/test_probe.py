@@ -15,7 +15,7 @@ import taskdata
 import train
 import zeroshot
 from configurator import parse
-from dataset import open_split, write_dataset
+from dataset import DataError, open_split, write_dataset
 from model import GPT, GPTConfig
 from tokenizer import EOT, gpt2_encoding
 
@@ -135,7 +135,11 @@ def test_every_config_file_parses_and_builds(path):
 def test_scoring_on_items_with_known_answers():
     model = Successor()
     items = [{"text": "uvwxyz abc"}, {"text": "uvwxyz abd"}, {"text": "ghij klm"}]
-    assert zeroshot.lambada(model, encode_chars, items, batch_size=2) == {"acc": pytest.approx(1 / 3), "n": 3}
+    assert zeroshot.lambada(model, encode_chars, items, batch_size=2) == {
+        "acc": pytest.approx(1 / 3),
+        "n": 3,
+        "skipped": 0,
+    }
     items = [
         {"context": "abc", "endings": ["x", "de", "dx", "zz"], "label": 1},  # both scores right
         {"context": "mno", "endings": ["pqr", "a", "pa"], "label": 0},  # both right
@@ -187,7 +191,7 @@ def test_the_papers_rule_is_mean_log_prob_per_token_not_sum_nor_per_character():
     items = [{"context": "z", "endings": [" x" + "_" * 10, " abx"], "label": 1}]
     paper = zeroshot.multiple_choice(Successor(), encode, items, batch_size=2, protocol="paper")
     standard = zeroshot.multiple_choice(Successor(), encode, items, batch_size=2, protocol="standard")
-    assert paper == {"acc": 1.0, "n": 1}
+    assert paper == {"acc": 1.0, "n": 1, "skipped": 0}
     assert standard == {"acc": 0.0, "acc_norm": 0.0, "n": 1}
 
 
@@ -329,3 +333,26 @@ def test_skip_norm_analysis(data_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         analyze_skip.main([f"--out_dir={tmp_path / 'run'}", f"--png={tmp_path / 'nowhere' / 'n.png'}"])
     assert str(e.value.code).startswith("error: --png") and "not writable" in str(e.value.code)
+
+
+def test_the_official_codes_edge_rows_are_skipped_and_counted_under_the_paper_protocol(tmp_path):
+    """arXiv 2604.10791's 07_benchmarks.py: a LAMBADA passage without a space (no last word) or whose context
+    and word exceed 512 tokens is skipped, as is an ARC row whose answerKey is none of its labels; the
+    count of skipped rows is reported. The standard protocol refuses such rows in one line instead."""
+    model = Successor()
+    passages = [{"text": "uvwxyz abc"}, {"text": "nospace"}, {"text": "a" * 600 + " abc"}, {"text": "ghij klm"}]
+    # kept: "uvwxyz abc" (z -> space -> a b c: right) and "ghij klm" (j -> k, not space: wrong)
+    assert zeroshot.lambada(model, encode_chars, passages, 2) == {"acc": 0.5, "n": 2, "skipped": 2}
+    with pytest.raises(DataError, match="has no space"):
+        zeroshot.lambada(model, encode_chars, passages, 2, protocol="standard")
+    rows = [
+        {"question": "xyz", "choices": {"text": ["q", "a"], "label": ["A", "B"]}, "answerKey": "B"},
+        {"question": "xyz", "choices": {"text": ["q", "a"], "label": ["A", "B"]}, "answerKey": "E"},
+    ]
+    (tmp_path / "arc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    items = list(taskdata.items("arc_easy", str(tmp_path / "arc.jsonl"), protocol="paper"))
+    assert items[1] == {"skip": "answerKey 'E' is not among the labels ['A', 'B']"}
+    # xyz + " a": z -> space -> a, right; " q" is not
+    assert zeroshot.multiple_choice(model, encode_chars, items, 2) == {"acc": 1.0, "n": 1, "skipped": 1}
+    with pytest.raises(DataError, match="answerKey 'E' is not among the labels"):
+        zeroshot.multiple_choice(model, encode_chars, items, 2, protocol="standard")
