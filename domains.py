@@ -10,6 +10,7 @@ domain: their type is their domain. Constraints between fields stay in the class
 
 import dataclasses
 import math
+import operator
 import re
 import types
 import typing
@@ -27,6 +28,9 @@ class Domain:
     def describe(self) -> str:
         """The domain in a few words, for --help."""
         raise NotImplementedError
+
+
+OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 
 
 class At(Domain):
@@ -55,9 +59,6 @@ class At(Domain):
 
     def describe(self):
         return ", ".join(f"{op} {b}" for op, b in self.bounds if b is not None)
-
-
-OPS = {">=": lambda v, b: v >= b, "<=": lambda v, b: v <= b, ">": lambda v, b: v > b, "<": lambda v, b: v < b}
 
 
 class OneOf(Domain):
