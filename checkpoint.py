@@ -25,12 +25,14 @@ from pathlib import Path
 
 import torch
 
+import official
 from atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
 from errors import ConfigError, UserError
 from safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
 
 PREFIXES = ("_orig_mod.", "module.")  # torch.compile and DDP wrappers
 CHECKPOINT, SHARDED, LATEST, RUN = "ckpt.pt", "ckpt-sharded", "latest.json", "run.pt"
+IMPLEMENTATION = ("fused", "foreach", "capturable", "differentiable")  # optimizer group keys that are not state
 
 
 class CheckpointError(UserError):
@@ -70,7 +72,14 @@ def load(path, required=("model", "model_args")) -> dict:
         ckpt = torch_load(path)
     except Exception as e:
         raise Damaged(f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint") from None
+    if official.is_official(ckpt):  # arXiv 2603.13381's own checkpoints, in this project's terms
+        ckpt = official.convert(ckpt, path)
     missing = [k for k in required if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing and isinstance(ckpt, dict) and ckpt.get("origin") == "official":
+        raise CheckpointError(
+            f"{path} is an official checkpoint of arXiv 2603.13381 (no {', '.join(missing)}): train from it with "
+            f"--init_from={path} (--init_continue=True continues its AdamW state and step)"
+        )
     if missing:
         raise CheckpointError(f"{path} lacks {', '.join(missing)}: not a checkpoint of this project")
     return ckpt
@@ -145,6 +154,11 @@ def restore_weights(model, ckpt: dict, path) -> None:
             set_model_state_dict(model, clean_state_dict(ckpt["model"]), options=whole)
     except (RuntimeError, KeyError) as e:
         raise _mismatch(path, e) from None
+
+
+def is_file_source(init_from: str) -> bool:
+    """Whether init_from names a checkpoint file (this project's or the official code's), not a mode or a hub name."""
+    return init_from.endswith(".pt") or Path(init_from).is_file()
 
 
 def load_model(path):
@@ -322,21 +336,27 @@ def restore_optimizer(model, optimizer, ckpt: dict) -> None:
         _dcp_load({"optimizer": state}, ckpt["sharded"])
         set_optimizer_state_dict(model, optimizer, state)
         return
-    # A single file keys the state by each parameter's position in the optimizer's groups; keyed by name
-    # instead, the same whole state loads into sharded parameters as well (each rank keeps its shard).
-    names = {id(p): n for n, p in model.named_parameters()}
-    order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+    # A single file keys the state by each parameter's position in the optimizer's groups (an official
+    # checkpoint's arrives keyed by name, official.convert); keyed by name, the same whole state loads into
+    # sharded parameters as well (each rank keeps its shard).
     saved = ckpt["optimizer"]
-    by_name = {
-        "state": {order[i]: s for i, s in saved["state"].items()},
-        "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in saved["param_groups"]],
-    }
-    set_optimizer_state_dict(model, optimizer, by_name, options=StateDictOptions(full_state_dict=True))
+    groups = saved["param_groups"]
+    if not any(isinstance(p, str) for g in groups for p in g["params"]):
+        names = {id(p): n for n, p in model.named_parameters()}
+        order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+        saved = {
+            "state": {order[i]: s for i, s in saved["state"].items()},
+            "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in groups],
+        }
+    # How this optimizer computes (fused on this device, ...) is this run's, not the saving run's.
+    ours = [{k: g[k] for k in IMPLEMENTATION if k in g} for g in optimizer.param_groups]
+    saved = {**saved, "param_groups": [{**g, **o} for g, o in zip(saved["param_groups"], ours, strict=True)]}
+    set_optimizer_state_dict(model, optimizer, saved, options=StateDictOptions(full_state_dict=True))
 
 
 def load_for_inference(init_from: str, out_dir: str):
     """(model, tokenizer meta) for sample.py, the evaluation and bench: out_dir's checkpoint for
-    init_from='resume', else pretrained weights (a GPT-2 or Pythia name or a local HF directory). The
+    init_from='resume', a checkpoint file (this project's or the official code's), else pretrained weights (a GPT-2 or Pythia name or a local HF directory). The
     tokenizer is the run's (kept in its checkpoint) and is checked to fit the model's vocabulary."""
     import importers
     from tokenizer import pretrained_tokenizer, tokenizer_vocab
@@ -347,6 +367,9 @@ def load_for_inference(init_from: str, out_dir: str):
             raise CheckpointError(f"{out_dir} holds no checkpoint ({CHECKPOINT} or {SHARDED}/): check out_dir")
         model, ckpt = load_model(path)
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
+    elif is_file_source(init_from):
+        model, ckpt = load_model(init_from)
+        meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
     elif importers.is_pretrained_source(init_from):
         try:
             model = importers.from_pretrained(init_from)
@@ -355,7 +378,8 @@ def load_for_inference(init_from: str, out_dir: str):
         meta = pretrained_tokenizer(init_from)
     else:
         raise ConfigError(
-            f"init_from={init_from!r} is invalid: use resume, a GPT-2 or Pythia name, or a local HF directory"
+            f"init_from={init_from!r} is invalid: use resume, a checkpoint file (.pt), a GPT-2 or Pythia name, "
+            "or a local HF directory"
         )
     needed = tokenizer_vocab(meta)
     if needed > model.config.vocab_size:

@@ -11,7 +11,10 @@ from model import GPT, GPTConfig
 
 
 def is_pretrained_source(name: str) -> bool:
-    """Whether init_from names pretrained weights: a GPT-2 name, a hub id (owner/name) or a local directory."""
+    """Whether init_from names pretrained weights: a GPT-2 name, a hub id (owner/name) or a local directory
+    (a path to a .pt file is a checkpoint, not a hub id)."""
+    if name.endswith(".pt") or Path(name).is_file():
+        return False
     return name.startswith("gpt2") or "/" in name or Path(name).is_dir()
 
 

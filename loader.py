@@ -13,7 +13,12 @@ import torch
 
 # Spawn keys of numpy SeedSequences derived from the data seed: independent streams per use.
 TRAIN_KEY, VAL_KEY, TRAIN_EVAL_KEY, EPOCH_KEY = 0, 1, 2, 3
-SAMPLINGS = ("random", "permutation", "lines")
+SAMPLINGS = ("random", "permutation", "lines", "official")
+# arXiv 2603.13381's batch order (its Generate_Indices.ipynb and train.py's get_batch): a CPU torch generator
+# seeded 42 draws randint(n_train - 1024, (600000, 480)) and step it reads row it, micro-step m of 12 rows its
+# columns 12m .. 12m + 11; a second generator seeded 42 draws randint(n_train - 1024, (600, 2400)), then
+# randint(n_val - 1024, (600, 2400)), and the k-th evaluation reads row k of each, 200 batches of 12.
+OFFICIAL_SEED, OFFICIAL_WINDOW, OFFICIAL_ROWS, OFFICIAL_STEPS, OFFICIAL_EVAL = 42, 1024, 480, 600_000, (600, 2400)
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:
@@ -38,6 +43,44 @@ def line_rows(tokens: np.ndarray, spans: np.ndarray, block_size: int, pad: int):
     return x, y
 
 
+class OfficialRows:
+    """Row `step` of the official training indices without the 2.3 GB array: torch's CPU randint draws
+    serially, so drawing the rows one after another gives bitwise the one-shot draw (tests/test_official.py);
+    a row far ahead is reached by drawing and dropping the rows before it (about 0.4 s per 60k rows)."""
+
+    def __init__(self, n_tokens: int):
+        self.high = n_tokens - OFFICIAL_WINDOW
+        self.gen, self.next_row = None, 0
+
+    def row(self, step: int) -> np.ndarray:
+        if self.gen is None or step < self.next_row:
+            self.gen, self.next_row = torch.Generator().manual_seed(OFFICIAL_SEED), 0
+        while self.next_row < step:
+            n = min(step - self.next_row, 4096)
+            torch.randint(self.high, (n, OFFICIAL_ROWS), generator=self.gen)
+            self.next_row += n
+        self.next_row += 1
+        return torch.randint(self.high, (1, OFFICIAL_ROWS), generator=self.gen)[0].numpy()
+
+
+def official_eval_offsets(n_train: int, n_val: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, val) window offsets of every official evaluation: row k is the k-th evaluation's 2400."""
+    gen = torch.Generator().manual_seed(OFFICIAL_SEED)
+    train = torch.randint(n_train - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen)
+    return train.numpy(), torch.randint(n_val - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen).numpy()
+
+
+def check_official(what: str, n_tokens: int, block_size: int, rows: int, expected: int) -> None:
+    """The official order's windows fit this run: 1024-token data windows, its number of rows."""
+    if rows != expected:
+        raise ValueError(f"{what} replays the official {expected} rows, this run has {rows}: match its shape")
+    if block_size > OFFICIAL_WINDOW or n_tokens <= OFFICIAL_WINDOW:
+        raise ValueError(
+            f"{what} replays windows of {OFFICIAL_WINDOW} + 1 tokens: it needs block_size <= {OFFICIAL_WINDOW} "
+            f"(it is {block_size}) and more than {OFFICIAL_WINDOW} tokens per split ({n_tokens})"
+        )
+
+
 def fixed_offsets(n_tokens: int, block_size: int, count: int, seed: int, key: int) -> np.ndarray:
     """count window offsets drawn once from the seed: the same set at every evaluation and for every model."""
     return _rng(seed, key).integers(0, n_tokens - block_size, size=count)
@@ -47,7 +90,8 @@ class TrainBatches:
     """The training rows of every step. sampling='random' draws window offsets uniformly (arXiv 2603.13381's
     method); 'permutation' visits non-overlapping windows in a fresh random order each epoch; 'lines' makes
     each row one line of the dataset (the tokens between two eos ids), padded, the lines in a fresh random
-    order each epoch (arXiv 2604.10791's probe training)."""
+    order each epoch (arXiv 2604.10791's probe training); 'official' replays arXiv 2603.13381's own index
+    stream (OfficialRows: batch_size x grad_accum must be its 480 rows, in any split)."""
 
     def __init__(
         self, tokens, block_size: int, batch_size: int, grad_accum: int, seed: int, sampling="random", eos=None
@@ -67,6 +111,9 @@ class TrainBatches:
             if not len(self.lines):
                 raise ValueError(f"sampling='lines' found no line of 2 or more tokens ended by eos={eos}")
             self.n_windows = len(self.lines)
+        if sampling == "official":
+            check_official("sampling='official'", len(tokens), block_size, self.rows, OFFICIAL_ROWS)
+            self.official = OfficialRows(len(tokens))
         self._perms = {}
         self._last = (None, None)  # (step, offsets)
 
@@ -84,6 +131,8 @@ class TrainBatches:
         return self._last[1]
 
     def _draw(self, step: int) -> np.ndarray:
+        if self.sampling == "official":
+            return self.official.row(step)
         if self.sampling == "random":
             return _rng(self.seed, TRAIN_KEY, step).integers(0, len(self.tokens) - self.block_size, size=self.rows)
         k = step * self.rows + np.arange(self.rows)

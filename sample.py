@@ -27,7 +27,7 @@ from tokenizer import codec, tokenizer_vocab
 
 @dataclass
 class SampleConfig:
-    init_from: Annotated[str, Text()] = "resume"  # resume (out_dir's checkpoint), gpt2.., Pythia or a HF dir
+    init_from: Annotated[str, Text()] = "resume"  # resume (out_dir's checkpoint), FILE.pt, gpt2.., Pythia or a HF dir
     out_dir: Annotated[str, Text()] = "out"  # the run to sample from, with init_from=resume
     start: Annotated[str, AnyText()] = "\n"  # the prompt, or FILE:path to read it from a file
     num_samples: Annotated[int, At(1)] = 3  # samples drawn as one batch

@@ -13,6 +13,7 @@ import torch
 
 import checkpoint
 import importers
+import official
 from errors import ConfigError
 from hardware import resolve_device
 from memory import check_fits, parameter_count
@@ -25,6 +26,7 @@ DATA_ORDER = {
     "dataset": lambda c: c["dataset"],
     "data_seed": lambda c: c["data_seed"],
     "sampling": lambda c: c["sampling"],
+    "eval_order": lambda c: c.get("eval_order", "fixed"),  # runs saved before eval_order existed: fixed
     "batch_size x gradient_accumulation_steps": lambda c: c["batch_size"] * c["gradient_accumulation_steps"],
     "eval_iters x batch_size": lambda c: c["eval_iters"] * c["batch_size"],
 }
@@ -99,7 +101,10 @@ def build_model(cfg, model_cfg: GPTConfig, mode: str, path):
     probe = {k: getattr(model_cfg, k) for k in PROBE_FIELDS}
     if mode == "scratch":
         check_memory(cfg, model_cfg)
-        return GPT(model_cfg), None, "scratch"
+        model = GPT(model_cfg)
+        if cfg.init_order == "official":
+            official.initialise(model, cfg.seed)
+        return model, None, "scratch"
     if mode == "resume":
         required = ("model", "model_args", "config", "optimizer", "iter_num", "origin")
         ckpt = checkpoint.load(path, required=required)
@@ -113,15 +118,42 @@ def build_model(cfg, model_cfg: GPTConfig, mode: str, path):
         check_memory(cfg, saved_cfg)
         model = GPT(saved_cfg)
         return model, {**ckpt, "path": str(path)}, ckpt["origin"]
+    if checkpoint.is_file_source(mode):
+        return from_file(cfg, model_cfg, mode)
     if importers.is_pretrained_source(mode):
         try:
             return importers.from_pretrained(mode, **probe), None, mode
         except ValueError as e:
             raise ConfigError(str(e)) from None
     raise ConfigError(
-        f"init_from={mode!r} is invalid: use scratch, resume, auto, a GPT-2 name (gpt2, gpt2-medium, "
-        "gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory"
+        f"init_from={mode!r} is invalid: use scratch, resume, auto, a checkpoint file (.pt), a GPT-2 name (gpt2, "
+        "gpt2-medium, gpt2-large, gpt2-xl), a Pythia name (EleutherAI/pythia-160m) or a local HF directory"
     )
+
+
+def from_file(cfg, model_cfg: GPTConfig, path: str):
+    """A run that starts from a checkpoint file, this project's or the official code's (official.py): the
+    model as the file describes it, with the config's probe fields where they are set. init_continue also
+    continues the file's AdamW state and step (the Trainer restores them); otherwise the step is 0 and the
+    optimizer fresh. origin is the file: the shape comes from its weights on every later resume."""
+    ckpt = checkpoint.load(path)
+    defaults = GPTConfig()
+    added = {k: getattr(model_cfg, k) for k in PROBE_FIELDS if getattr(model_cfg, k) != getattr(defaults, k)}
+    if cfg.init_continue:
+        if set(added) - {"dropout"}:
+            raise ConfigError(f"init_continue=True continues {path} as it was: unset {', '.join(sorted(added))}")
+        if "optimizer" not in ckpt:
+            raise ConfigError(f"init_continue=True needs {path}'s optimizer state, which it lacks: leave it off")
+    config = checkpoint.model_config(ckpt, path, **added)
+    check_memory(cfg, config)
+    model = GPT(config)
+    if cfg.init_continue:
+        return model, {**ckpt, "path": str(path), "scaler": ckpt.get("scaler")}, str(path)
+    result = model.load_state_dict(checkpoint.clean_state_dict(ckpt["model"]), strict=False)
+    missing = [k for k in result.missing_keys if not GPT.is_added(k)]
+    if missing or result.unexpected_keys:
+        raise ConfigError(f"{path} does not fit its own model_args: {(missing + result.unexpected_keys)[:3]}")
+    return model, None, str(path)
 
 
 def check_memory(cfg, model_cfg: GPTConfig) -> None:

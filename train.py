@@ -36,7 +36,18 @@ from dataset import check_token_ids, load_meta, open_split
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, UserError
 from hardware import autocast, choose_cpu_dtype, peak_flops, resolve_device, resolve_dtype
-from loader import SAMPLINGS, TRAIN_EVAL_KEY, VAL_KEY, TrainBatches, fixed_offsets, windows
+from loader import (
+    OFFICIAL_EVAL,
+    OFFICIAL_STEPS,
+    SAMPLINGS,
+    TRAIN_EVAL_KEY,
+    VAL_KEY,
+    TrainBatches,
+    check_official,
+    fixed_offsets,
+    official_eval_offsets,
+    windows,
+)
 from memory import print_estimate
 from model import GPT, GPTConfig
 from parallel import Dist
@@ -47,7 +58,9 @@ from rundir import RunDir, Wandb
 class TrainConfig:
     # I/O
     out_dir: Annotated[str, Text()] = "out"  # one run per out_dir: checkpoints, metrics.jsonl, config.json
-    init_from: Annotated[str, Text()] = "scratch"  # scratch, resume, auto (resume if a checkpoint), gpt2.. or a HF dir
+    init_from: Annotated[str, Text()] = "scratch"  # scratch, resume, auto (resume if a checkpoint), FILE.pt, gpt2.., HF dir
+    init_continue: bool = False  # init_from=FILE.pt: also continue its AdamW state and step (else step 0, fresh AdamW)
+    init_order: Annotated[str, OneOf("project", "official")] = "project"  # official: fresh weights as its model.py draws them
     eval_interval: Annotated[int, At(1)] = 2000  # evaluate and write out_dir/ckpt.pt every eval_interval steps
     eval_iters: Annotated[int, At(1)] = 200  # the fixed validation set holds eval_iters * batch_size windows
     eval_only: bool = False  # evaluate the checkpoint (or pretrained weights), print, write nothing
@@ -64,7 +77,8 @@ class TrainConfig:
     # data
     dataset: Annotated[str, Text()] = "openwebtext"  # data/<dataset>, or a directory with train.bin/val.bin
     data_seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # batch order and evaluation windows; keep it fixed across arms
-    sampling: Annotated[str, OneOf(*SAMPLINGS)] = "random"  # 'random' windows (the paper), 'permutation', 'lines'
+    sampling: Annotated[str, OneOf(*SAMPLINGS)] = "random"  # random windows, permutation, lines, official (its stream)
+    eval_order: Annotated[str, OneOf("fixed", "official")] = "fixed"  # fixed windows, or official: its k-th at eval k
     batch_size: Annotated[int, At(1)] = 12  # rows per micro-step per process
     gradient_accumulation_steps: Annotated[int, At(1)] = 40  # micro-steps per optimizer step, summed over all processes
     seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # model init and dropout; vary it for multi-seed error bars
@@ -152,12 +166,12 @@ class Data:
     train: object  # memory-mapped token ids
     val: object
     batches: TrainBatches
-    val_offsets: object
-    train_eval_offsets: object
+    eval_windows: object  # step -> (val offsets, train offsets) of the evaluation at that step
 
 
 def open_data(cfg: TrainConfig, block_size: int) -> Data:
-    """The dataset's splits, checked against meta.json, and the batch order of every step."""
+    """The dataset's splits, checked against meta.json, the batch order of every step and the windows of
+    every evaluation."""
     path = cfg.dataset if os.path.isdir(cfg.dataset) else os.path.join("data", cfg.dataset)
     meta = load_meta(path)
     train = open_split(path, "train", min_tokens=block_size + 1)
@@ -166,21 +180,32 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
     eos = meta.get("eos")
     if cfg.sampling == "lines" and eos is None:
         raise ConfigError(f"sampling='lines' needs the dataset's eos id: {path}/meta.json has no 'eos'")
-    n_eval = cfg.eval_iters * cfg.batch_size
+    if cfg.sampling == "official" and cfg.max_iters > OFFICIAL_STEPS:
+        raise ConfigError(f"sampling='official' holds {OFFICIAL_STEPS:,} steps of indices: max_iters <= {OFFICIAL_STEPS}")
     accum = cfg.gradient_accumulation_steps
     try:
         batches = TrainBatches(train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos)
+        eval_windows = evaluation_windows(cfg, block_size, len(train), len(val))
     except ValueError as e:
         raise ConfigError(f"{path}: {e}") from None
-    return Data(
-        path,
-        meta,
-        train,
-        val,
-        batches,
-        fixed_offsets(len(val), block_size, n_eval, cfg.data_seed, VAL_KEY),
-        fixed_offsets(len(train), block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY),
-    )
+    return Data(path, meta, train, val, batches, eval_windows)
+
+
+def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: int):
+    """step -> (val offsets, train offsets): the same fixed windows at every evaluation, or (eval_order=
+    'official') the official code's k-th rows at the k-th evaluation, k = step // eval_interval."""
+    n_eval = cfg.eval_iters * cfg.batch_size
+    if cfg.eval_order == "fixed":
+        fixed = (
+            fixed_offsets(n_val, block_size, n_eval, cfg.data_seed, VAL_KEY),
+            fixed_offsets(n_train, block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY),
+        )
+        return lambda step: fixed
+    check_official("eval_order='official'", min(n_train, n_val), block_size, n_eval, OFFICIAL_EVAL[1])
+    if cfg.max_iters // cfg.eval_interval >= OFFICIAL_EVAL[0]:
+        raise ValueError(f"eval_order='official' holds {OFFICIAL_EVAL[0]} evaluations: max_iters / eval_interval is more")
+    train_rows, val_rows = official_eval_offsets(n_train, n_val)
+    return lambda step: (val_rows[step // cfg.eval_interval], train_rows[step // cfg.eval_interval])
 
 
 # ---- optimizer --------------------------------------------------------------------------------------
@@ -292,7 +317,8 @@ class Trainer:
         if ckpt is not None:
             checkpoint.restore_weights(model, ckpt, ckpt["path"])
             checkpoint.restore_optimizer(model, self.optimizer, ckpt)
-            self.scaler.load_state_dict(ckpt["scaler"])
+            if ckpt.get("scaler"):  # an official checkpoint has none
+                self.scaler.load_state_dict(ckpt["scaler"])
             self.start = self.last_saved = ckpt["iter_num"]
             self.best_val = ckpt.get("best_val_loss", math.inf)
         self.wandb_id = (ckpt or {}).get("wandb_id") or uuid.uuid4().hex[:12]  # a resume continues the wandb run
@@ -422,8 +448,9 @@ class Trainer:
         self.stop_if_diverged()
         improved = False
         if it != self.start or self.last_saved is None:  # a resumed step was evaluated before its save
-            val = self.evaluate(self.data.val, self.data.val_offsets)
-            train_eval = self.evaluate(self.data.train, self.data.train_eval_offsets)
+            val_windows, train_windows = self.data.eval_windows(it)
+            val = self.evaluate(self.data.val, val_windows)
+            train_eval = self.evaluate(self.data.train, train_windows)
             if not (math.isfinite(val) and math.isfinite(train_eval)):
                 self.stop_if_diverged(f"non-finite validation loss {val} at step {it}: not saved")
             self.record(
@@ -545,8 +572,9 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
     wandb = Wandb(cfg.wandb_log and d.master and not cfg.eval_only)
     trainer = Trainer(cfg, model_cfg, d, data, model, ckpt, origin, run_dir, wandb)
     if cfg.eval_only:
-        val = trainer.evaluate(data.val, data.val_offsets)
-        train_eval = trainer.evaluate(data.train, data.train_eval_offsets)
+        val_windows, train_windows = data.eval_windows(trainer.start)
+        val = trainer.evaluate(data.val, val_windows)
+        train_eval = trainer.evaluate(data.train, train_windows)
         trainer.say(
             f"step {trainer.start}: val loss {val:.4f}, train loss {train_eval:.4f} (eval_only: nothing written)"
         )

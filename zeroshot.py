@@ -41,7 +41,7 @@ TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 
 @dataclass
 class EvalConfig:
-    init_from: Annotated[str, Text()] = "resume"  # resume (out_dir's checkpoint), gpt2.., Pythia or a HF dir
+    init_from: Annotated[str, Text()] = "resume"  # resume (out_dir's checkpoint), FILE.pt, gpt2.., Pythia or a HF dir
     out_dir: Annotated[str, Text()] = "out"  # the run to evaluate, with init_from=resume
     protocol: Annotated[str, OneOf(*taskdata.PROTOCOLS)] = "paper"  # the official code's, or 'standard' (module doc)
     tasks: Annotated[tuple[str, ...], Each(OneOf(*TASKS), nonempty=True)] = TASKS  # a comma list

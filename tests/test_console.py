@@ -90,7 +90,7 @@ def test_always_save_checkpoint_false_saves_only_improvements(char_data, tmp_pat
     losses = iter([3.0, 2.0, 2.5])  # evaluations at steps 0, 2, 4: 4 is worse than 2
 
     def fake_evaluate(self, tokens, offsets):
-        return next(losses) if offsets is self.data.val_offsets else 1.0
+        return next(losses) if tokens is self.data.val else 1.0
 
     monkeypatch.setattr(train.Trainer, "evaluate", fake_evaluate)
     train.main(tiny(char_data, tmp_path, always_save_checkpoint=False))

@@ -1,0 +1,294 @@
+"""arXiv 2603.13381's own artifacts: its checkpoints load wherever a checkpoint is read, its initialisation and
+its batch order are replayed. The official model is written here from its documented layout (model.py of
+github.com/MarkoKarbevski/beyond_query_linearity: module names, registration order, init), not imported."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import checkpoint
+import official
+import sample
+import train
+from helpers import error_of, records, tiny_args
+from loader import TrainBatches
+from model import GPT, GPTConfig
+from train import TrainConfig, make_optimizer
+
+MODES = ["original", "identity", "residual", "residual_gelu"]
+OURS = {  # the official names of the query modules -> this project's
+    "residual_rmsnorm_input": "query.rms",
+    "residual_in": "query.w1",
+    "residual_out": "query.w2",
+    "residual_layernorm_output": "query.ln",
+}
+
+
+def official_args(mode="residual_gelu", tied=True, bias=False, d=32, heads=4, hidden=None, vocab=96, **kw):
+    scale = (1.0 if mode == "original" else 0.5) / math.sqrt(d // heads)
+    args = dict(block_size=64, vocab_size=vocab, n_layer=2, num_heads=heads, n_embd=d, head_size=d // heads,
+                tie_weights=tied, bias=bias, dropout=0.0, scale=scale, query_mode=mode,
+                mlp_hidden_size=hidden or 4 * d, learning_rate=6e-4, max_iters=60002, lr_decay_iters=60002)  # fmt: skip
+    return {**args, **kw}
+
+
+class OfficialAttention(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        d, bias, self.a = a["n_embd"], a["bias"], a
+        self.c_attn = nn.Linear(d, (2 if a["query_mode"] in ("identity", "residual_gelu") else 3) * d, bias=bias)
+        self.c_proj = nn.Linear(d, d, bias=bias)
+        if a["query_mode"] == "residual_gelu":
+            self.residual_rmsnorm_input = nn.RMSNorm(d, eps=1e-5)
+            self.residual_layernorm_output = nn.LayerNorm(d, bias=bias)
+            self.residual_in = nn.Linear(d, d // 2, bias=bias)
+            self.residual_out = nn.Linear(d // 2, d, bias=bias)
+
+    def forward(self, x):
+        B, T, d = x.shape
+        mode, H = self.a["query_mode"], self.a["num_heads"]
+        if mode in ("identity", "residual_gelu"):
+            k, v = self.c_attn(x).split(d, dim=2)
+            f = lambda: self.residual_layernorm_output(  # noqa: E731
+                self.residual_out(F.gelu(self.residual_in(self.residual_rmsnorm_input(x))))
+            )
+            q = x if mode == "identity" else x + f()
+        else:
+            q, k, v = self.c_attn(x).split(d, dim=2)
+            q = x + q if mode == "residual" else q
+        q, k, v = (t.view(B, T, H, d // H).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * self.a["scale"]
+        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+        return self.c_proj((att @ v).transpose(1, 2).reshape(B, T, d))
+
+
+class OfficialBlock(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        d, h = a["n_embd"], a["mlp_hidden_size"]
+        self.ln_1 = nn.LayerNorm(d, bias=a["bias"])
+        self.attn = OfficialAttention(a)
+        self.ln_2 = nn.LayerNorm(d, bias=a["bias"])
+        self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(d, h, bias=a["bias"]), c_proj=nn.Linear(h, d, bias=a["bias"])))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+
+class OfficialGPT(nn.Module):
+    """The official layout and initialisation: modules in its order, then N(0, 0.02) for every Linear and
+    Embedding in module order (biases zero), then N(0, 0.02 / sqrt(2 n_layer)) for every c_proj weight."""
+
+    def __init__(self, a):
+        super().__init__()
+        d = a["n_embd"]
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(a["vocab_size"], d),
+                wpe=nn.Embedding(a["block_size"], d),
+                h=nn.ModuleList(OfficialBlock(a) for _ in range(a["n_layer"])),
+                ln_f=nn.LayerNorm(d, bias=a["bias"]),
+            )
+        )
+        self.lm_head = nn.Linear(d, a["vocab_size"], bias=False)
+        if a["tie_weights"]:
+            self.transformer.wte.weight = self.lm_head.weight
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * a["n_layer"]))
+
+    def forward(self, idx):
+        tr = self.transformer
+        x = tr.wte(idx) + tr.wpe(torch.arange(idx.size(1)))
+        for block in tr.h:
+            x = block(x)
+        return self.lm_head(tr.ln_f(x))
+
+
+def ours(name: str) -> str:
+    for old, new in OURS.items():
+        name = name.replace(f"attn.{old}.", f"attn.{new}.")
+    return name
+
+
+def write_official(path, a, trained=True, compiled=False, **extra):
+    """An official checkpoint: its model after one AdamW step (grouped as its configure_optimizers does)."""
+    torch.manual_seed(0)
+    ref = OfficialGPT(a)
+    params = [p for p in ref.parameters()]
+    opt = torch.optim.AdamW(
+        [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.95),
+    )  # fmt: skip
+    if trained:
+        x = torch.randint(0, a["vocab_size"], (2, 16))
+        F.cross_entropy(ref(x).flatten(0, 1), x.flatten()).backward()
+        opt.step()
+    state = {("_orig_mod." if compiled else "") + k: v for k, v in ref.state_dict().items()}
+    ckpt = dict(model=state, optimizer=opt.state_dict(), model_args=a, iter_num=3000, best_val_loss=3.5,
+                config=dict(eval_interval=1000, batch_size=12, dataset="openwebtext"))  # fmt: skip
+    ckpt.update(extra)
+    torch.save(ckpt, path)
+    return ref, opt
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tied,bias,hidden", [(True, False, None), (False, True, 144), (True, True, 139)])
+def test_an_official_checkpoint_gives_its_models_logits(tmp_path, mode, tied, bias, hidden):
+    a = official_args(mode, tied, bias, hidden=hidden)
+    ref, _ = write_official(tmp_path / "ckpt.pt", a, compiled=tied)
+    model, ckpt = checkpoint.load_model(tmp_path / "ckpt.pt")
+    assert model.config.mlp_hidden == a["mlp_hidden_size"] and ckpt["iter_num"] == 3000
+    x = torch.randint(0, 96, (3, 64))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x)[0], ref(x), atol=1e-5, rtol=0)
+
+
+def test_head_size_is_ignored_as_the_official_forward_ignores_it(tmp_path):
+    a = official_args("original", d=48, heads=4, head_size=68)  # its forward splits n_embd by num_heads
+    ref, _ = write_official(tmp_path / "ckpt.pt", a)
+    model, _ = checkpoint.load_model(tmp_path / "ckpt.pt")
+    x = torch.randint(0, 96, (2, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x)[0], ref(x), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tied,bias", [(True, False), (False, True)])
+def test_official_initialisation_is_bitwise_its_models(mode, tied, bias):
+    a = official_args(mode, tied, bias)
+    torch.manual_seed(1337)  # its train.py, before the model is built
+    ref = OfficialGPT(a)
+    model = GPT(GPTConfig(**official.model_fields(a, "test")))
+    official.initialise(model, seed=1337)
+    theirs = {ours(k): v for k, v in ref.state_dict().items()}
+    for name, p in model.state_dict().items():
+        assert torch.equal(p, theirs[name]), name
+    other = GPT(GPTConfig(**official.model_fields(a, "test")))
+    official.initialise(other, seed=1338)
+    assert not torch.equal(other.transformer.wpe.weight, model.transformer.wpe.weight)
+
+
+def test_official_initialisation_refuses_what_its_model_cannot_build():
+    model = GPT(GPTConfig(block_size=16, vocab_size=32, n_layer=1, n_head=2, n_embd=16, pos_embedding="rotary"))
+    with pytest.raises(official.OfficialError, match="pos_embedding"):
+        official.initialise(model)
+
+
+def test_its_adamw_state_continues_under_our_names(tmp_path):
+    a = official_args("residual_gelu", tied=False, bias=True)
+    ref, opt = write_official(tmp_path / "ckpt.pt", a)
+    model, ckpt = checkpoint.load_model(tmp_path / "ckpt.pt")
+    mine = make_optimizer(model, TrainConfig(weight_decay=0.5), "cpu")
+    checkpoint.restore_optimizer(model, mine, ckpt)
+    by_name = {ours(n): p for n, p in ref.named_parameters()}
+    for name, p in model.named_parameters():
+        theirs = opt.state[by_name[name]]
+        assert torch.equal(mine.state[p]["exp_avg"], theirs["exp_avg"]), name
+        assert torch.equal(mine.state[p]["exp_avg_sq"], theirs["exp_avg_sq"]), name
+    assert mine.param_groups[0]["weight_decay"] == 0.1 and mine.param_groups[0]["fused"]  # its wd, our kernel
+
+
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        (lambda c: c["model_args"].update(rope=True), "model_args has rope"),
+        (lambda c: c["model_args"].update(query_mode="tanh"), "query_mode='tanh'"),
+        (lambda c: c.pop("model"), "lacks model"),
+        (lambda c: c["model"].pop("transformer.ln_f.weight"), "lacks the weights transformer.ln_f.weight"),
+    ],
+)
+def test_a_foreign_or_incomplete_official_checkpoint_is_one_line(tmp_path, change, words):
+    write_official(tmp_path / "ckpt.pt", official_args(), trained=False)
+    ckpt = torch.load(tmp_path / "ckpt.pt")
+    change(ckpt)
+    torch.save(ckpt, tmp_path / "ckpt.pt")
+    before = (tmp_path / "ckpt.pt").read_bytes()
+    message = error_of([f"--init_from={tmp_path / 'ckpt.pt'}", "--max_new_tokens=2"], main=sample.main)
+    assert words in message and (tmp_path / "ckpt.pt").read_bytes() == before
+
+
+def test_sample_and_an_official_run_directory(tmp_path, capsys):
+    """sample.py reads an official file by path and an official run directory by out_dir (its newest)."""
+    a = official_args("residual_gelu", vocab=50304)
+    write_official(tmp_path / "ckpt_50000.pt", a, trained=False)
+    write_official(tmp_path / "ckpt.pt", a, trained=False, iter_num=60000)
+    common = ["--num_samples=1", "--max_new_tokens=3", "--start=Hello", "--device=cpu", "--compile=False"]
+    sample.main([f"--init_from={tmp_path / 'ckpt_50000.pt'}", *common])
+    sample.main([f"--out_dir={tmp_path}", *common])
+    assert capsys.readouterr().out.count("Hello") == 2
+
+
+def test_train_starts_from_an_official_checkpoint_and_continues_its_step(char_data, tmp_path):
+    a = official_args("residual_gelu", vocab=65, d=32)
+    a["block_size"] = 32
+    write_official(tmp_path / "official.pt", a)
+    args = tiny_args(char_data, tmp_path / "run", max_iters=3004, lr_decay_iters=3004, eval_interval=2)
+    train.main([*args, f"--init_from={tmp_path / 'official.pt'}", "--init_continue=True"])
+    steps = sorted(records(tmp_path / "run", "loss"))
+    assert steps == [3000, 3001, 3002, 3003]
+    saved = checkpoint.load(tmp_path / "run" / "ckpt.pt")
+    assert saved["model_args"]["query_mode"] == "residual_gelu" and saved["origin"] == str(tmp_path / "official.pt")
+    states = saved["optimizer"]["state"]
+    assert all(int(s["step"]) == 1 + 4 for s in states.values())  # its one step, then ours 3000..3003
+    fresh = tmp_path / "fresh"
+    train.main([*tiny_args(char_data, fresh, max_iters=1), f"--init_from={tmp_path / 'official.pt'}"])
+    assert sorted(records(fresh, "loss")) == [0]
+
+
+# ---- batch order --------------------------------------------------------------------------------------
+
+
+def test_official_rows_replay_the_one_shot_draw_in_any_order():
+    tokens = np.zeros(50_000, dtype=np.uint16)
+    reference = torch.randint(len(tokens) - 1024, (4200, 480), generator=torch.Generator().manual_seed(42)).numpy()
+    batches = TrainBatches(tokens, block_size=8, batch_size=12, grad_accum=40, seed=0, sampling="official")
+    for step in (0, 1, 4100, 7, 4199, 8):  # forward, far ahead, and back
+        assert np.array_equal(batches.offsets(step), reference[step]), step
+
+
+@pytest.mark.parametrize("batch_size,accum,world", [(12, 40, 1), (12, 40, 4), (24, 20, 2), (480, 1, 1)])
+def test_official_micro_batches_read_its_columns(batch_size, accum, world):
+    tokens = np.arange(60_000, dtype=np.int64)  # a window's first token is its offset
+    row = torch.randint(len(tokens) - 1024, (3, 480), generator=torch.Generator().manual_seed(42)).numpy()[2]
+    batches = TrainBatches(tokens, 8, batch_size, accum, seed=0, sampling="official")
+    firsts = []
+    for rank in range(world):
+        for micro in range(accum // world):
+            x, _ = batches.get(2, micro, rank, world)
+            firsts.append(x[:, 0].numpy())
+    assert np.array_equal(np.concatenate(firsts), row)  # micro-batch j of 12 = its columns 12j .. 12j + 11
+
+
+def test_official_order_refuses_another_shape(char_data, tmp_path):
+    message = error_of(tiny_args(char_data, tmp_path, sampling="official"))
+    assert "480 rows" in message and "16" in message
+    message = error_of(tiny_args(char_data, tmp_path, eval_order="official"))
+    assert "2400 rows" in message and "8" in message
+
+
+def test_official_evaluations_read_its_kth_rows(char_data, tmp_path, monkeypatch):
+    seen = []
+
+    def fake_evaluate(self, tokens, offsets):
+        seen.append((tokens is self.data.val, offsets.copy()))
+        return 1.0
+
+    monkeypatch.setattr(train.Trainer, "evaluate", fake_evaluate)
+    train.main(tiny_args(char_data, tmp_path, eval_order="official", eval_iters=600, max_iters=4))
+    gen = torch.Generator().manual_seed(42)
+    n_train, n_val = (len(np.memmap(char_data / f"{s}.bin", dtype=np.uint16)) for s in ("train", "val"))
+    train_rows = torch.randint(n_train - 1024, (600, 2400), generator=gen).numpy()
+    val_rows = torch.randint(n_val - 1024, (600, 2400), generator=gen).numpy()
+    expected = [(True, val_rows[0]), (False, train_rows[0]), (True, val_rows[1]), (False, train_rows[1])]
+    assert len(seen) == 4 and all(a == b and np.array_equal(x, y) for (a, x), (b, y) in zip(seen, expected))
