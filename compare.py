@@ -3,6 +3,7 @@
     python compare.py out-owt-*                                   # every arm at the last common eval step
     python compare.py out-owt-* --baseline=baseline --step=30000 --png=curves.png
     python compare.py --wandb=me/nonlinear-queries --group=owt-gpt2-small
+    python compare.py out-owt-* --reference=out_config_tiedw_residual_gelu:official-nlq   # the paper's own run
 
 A run's arm is its wandb_run_name (else its query_mode); runs of one arm with different seeds are
 aggregated as mean +- std. Against the baseline arm, the table gives the relative improvement with its 95 %
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+import official
 from atomic import atomic_write_text, check_writable
 from errors import UserError, cli_main
 from figures import check_figure_path, save_figure
@@ -69,7 +71,24 @@ class Run:
                 records.append({"step": step, "loss": row["loss"], "fingerprint": row.get("fingerprint")})
         return cls(f"wandb:{run.name}", dict(run.config), records)
 
-    def non_embedding_params(self) -> int:
+    @classmethod
+    def from_official(cls, spec: str):
+        """An official run directory of arXiv 2603.13381 (its three loss logs), as PATH or PATH:label. Its
+        model (for the parameter count) comes from its ckpt.pt when the directory holds one."""
+        path, _, label = spec.partition(":") if not Path(spec).is_dir() else (spec, "", "")
+        train_losses, evals = official.losses(path)
+        ckpt = Path(path) / "ckpt.pt"
+        model_args = official.model_fields(official.read_model_args(ckpt), ckpt) if ckpt.is_file() else {}
+        records = [{"step": s, "loss": v} for s, v in train_losses.items()] + [
+            {"step": s, "val_loss": v, "train_eval_loss": t, "tokens": s * official.TOKENS_PER_STEP}
+            for s, (v, t) in evals.items()
+        ]
+        config = {**model_args, "wandb_run_name": label or "official", "query_mode": "official", "official": True}
+        return cls(f"{path} (official)", config, records)
+
+    def non_embedding_params(self) -> int | None:
+        if self.config.get("official") and "n_embd" not in self.config:
+            return None  # an official run directory without its ckpt.pt
         names = {f.name for f in fields(GPTConfig)}
         with torch.device("meta"):
             return GPT(GPTConfig(**{k: v for k, v in self.config.items() if k in names})).num_params()
@@ -150,10 +169,23 @@ def smoothed(values, beta: float) -> list:
 
 
 def fingerprint_report(runs) -> str:
-    common = set.intersection(*(set(r.steps) for r in runs))
-    common = sorted(s for s in common if all("fingerprint" in r.steps[s] for r in runs))
+    official_runs = [r for r in runs if r.config.get("official")]
+    runs = [r for r in runs if not r.config.get("official")]
+    note = ""
+    if official_runs:
+        note = (
+            f"\n{', '.join(r.name for r in official_runs)}: its train loss is one micro-batch's (12 rows) per step, "
+            "noisier than the step means here; its evaluation at step k x 1000 comes before training that step, as "
+            "here, on its own windows (eval_order='official' evaluates on them); it logs no batch fingerprints"
+        )
+    return _fingerprints(runs) + note
+
+
+def _fingerprints(runs) -> str:
     if len(runs) < 2:
         return "one run: nothing to compare batches with"
+    common = set.intersection(*(set(r.steps) for r in runs))
+    common = sorted(s for s in common if all("fingerprint" in r.steps[s] for r in runs))
     if not common:
         return "no logged step is common to all runs: identical batches cannot be checked"
     for s in common:
@@ -204,8 +236,9 @@ def table(runs, baseline: str, step: int | None):
         loss = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
         gain, interval, p, kind = versus_baseline(rs, arms[baseline], step) if arm != baseline else (0, None, None, "")
         ci = f"[{interval[0]:+.2%}, {interval[1]:+.2%}]" if interval else "—"
+        n = rs[0].non_embedding_params()
         lines.append(
-            f"| {arm} | {rs[0].non_embedding_params() / 1e6:.2f}M | {loss} | {len(vals)} | {gain:+.2%} | {ci} "
+            f"| {arm} | {'—' if n is None else f'{n / 1e6:.2f}M'} | {loss} | {len(vals)} | {gain:+.2%} | {ci} "
             f"| {'—' if p is None else f'{p:.3g} ({kind})'} | {rs[0].evals[step].get('tokens') or 0:,} |"
         )
     return lines + ["", fingerprint_report(runs)]
@@ -296,6 +329,13 @@ def run(argv):
     p.add_argument("runs", nargs="*", help="out_dirs or glob patterns")
     p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from wandb instead (with --group)")
     p.add_argument("--group", help="the wandb group of the runs to compare")
+    p.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="PATH[:label]",
+        help="an official run directory of arXiv 2603.13381 (tensor.pt, eval_*_tensor.pt) shown as an arm",
+    )
     p.add_argument("--baseline", help="the arm to compare against (default: 'baseline', else 'linear')")
     p.add_argument("--step", type=int, help="evaluation step to compare (default: the last common one)")
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
@@ -314,6 +354,7 @@ def run(argv):
         # A pattern keeps the directories it matches (a sweep's out_root also holds its compare.png).
         paths = sorted({Path(m) for p in args.runs for m in ([g for g in glob.glob(p) if Path(g).is_dir()] or [p])})
         runs = [Run.from_dir(path) for path in paths]
+    runs += [Run.from_official(spec) for spec in args.reference]
     if not runs:
         raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
     baseline = resolve_baseline(runs, args.baseline)

@@ -1,6 +1,6 @@
-"""The model artifacts of arXiv 2603.13381's official code (github.com/MarkoKarbevski/beyond_query_linearity,
-its model.py and train.py) read as this project's: its checkpoints and its initialisation. Its loss logs are
-read by compare.py (reference.py) and its batch order is replayed by loader.py.
+"""The artifacts of arXiv 2603.13381's official code (github.com/MarkoKarbevski/beyond_query_linearity, its
+model.py and train.py) read as this project's: its checkpoints, its initialisation and its loss logs (its batch
+order is replayed by loader.py).
 
 Its checkpoints (train.py: ckpt.pt after each evaluation, ckpt_<step>.pt at save_checkpoint_steps) are one
 torch.save'd dict: model (a nanoGPT state dict, maybe with torch.compile's _orig_mod. prefix), optimizer
@@ -11,10 +11,12 @@ forward never reads head_size); its scale is model_args' scale. Loading stays we
 """
 
 import math
+from pathlib import Path
 
 import torch
 
 from errors import UserError
+from safe_load import torch_load
 
 MODES = {"original": "linear", "identity": "identity", "residual": "residual", "residual_gelu": "residual_gelu"}
 # model_args keys that shape the model; the rest (TRAINING_KEYS) are the run's settings, kept for the record.
@@ -36,6 +38,8 @@ RENAMES = {  # its attention's query modules -> ours (model.QueryMLP)
     "attn.residual_layernorm_output.": "attn.query.ln.",
 }
 SEED = 1337  # its train.py: torch.manual_seed(1337 + rank) before the model is built
+EVAL_INTERVAL, TOKENS_PER_STEP = 1000, 12 * 40 * 1024  # its train.py's fixed settings
+LOGS = ("tensor.pt", "eval_train_tensor.pt", "eval_val_tensor.pt")  # its run directory's loss logs
 
 
 class OfficialError(UserError):
@@ -217,3 +221,46 @@ def initialise(model, seed: int = SEED) -> None:
                 p.copy_(drawn[name.rsplit(".", 1)[0]])
             else:  # LayerNorm and RMSNorm weights
                 p.fill_(1.0)
+
+
+def read_model_args(path) -> dict:
+    """An official checkpoint's model_args, its tensors left on disk (memory-mapped)."""
+    try:
+        ckpt = torch_load(path, mmap=True)
+    except Exception as e:
+        raise OfficialError(f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint") from None
+    if not is_official(ckpt):
+        raise OfficialError(f"{path} is not an official checkpoint (no model_args with num_heads)")
+    return ckpt["model_args"]
+
+
+# ---- loss logs ----------------------------------------------------------------------------------------
+
+
+def read_log(path: Path) -> torch.Tensor:
+    """One of its loss logs: a float tensor of rows of 3 (weights_only)."""
+    try:
+        t = torch_load(path)
+    except FileNotFoundError:
+        raise OfficialError(f"{path} not found: an official run directory holds {', '.join(LOGS)}") from None
+    except Exception as e:
+        raise OfficialError(f"{path} cannot be read ({type(e).__name__}): it is damaged or not its loss log") from None
+    if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.size(1) != 3 or not t.is_floating_point():
+        raise OfficialError(f"{path} is not an official loss log (a float tensor of rows [value, ., .])")
+    return t.float()
+
+
+def losses(run_dir) -> tuple[dict, dict]:
+    """({step: train loss}, {step: (val loss, train-eval loss)}) of an official run directory. Its train.py
+    writes a step's row of tensor.pt (column 0: the last micro-batch's loss times the accumulation, so one
+    micro-batch of 12 rows, not the step's mean) and evaluates before training step k * 1000 into row k of
+    eval_train_tensor.pt / eval_val_tensor.pt (count, mean, std over 200 batches); unwritten rows are 0."""
+    run_dir = Path(run_dir)
+    train, eval_train, eval_val = (read_log(run_dir / name) for name in LOGS)
+    steps = {i: float(v) for i, v in enumerate(train[:, 0].tolist()) if v != 0}
+    evals = {
+        k * EVAL_INTERVAL: (float(v[1]), float(t[1])) for k, (v, t) in enumerate(zip(eval_val, eval_train)) if v[0] > 0
+    }
+    if not evals:
+        raise OfficialError(f"{run_dir / LOGS[2]} holds no evaluation yet")
+    return steps, evals

@@ -292,3 +292,62 @@ def test_official_evaluations_read_its_kth_rows(char_data, tmp_path, monkeypatch
     val_rows = torch.randint(n_val - 1024, (600, 2400), generator=gen).numpy()
     expected = [(True, val_rows[0]), (False, train_rows[0]), (True, val_rows[1]), (False, train_rows[1])]
     assert len(seen) == 4 and all(a == b and np.array_equal(x, y) for (a, x), (b, y) in zip(seen, expected))
+
+
+# ---- its loss logs in compare.py ----------------------------------------------------------------------
+
+
+def write_official_logs(run_dir, train_losses, vals):
+    """Its train.py's logs: tensor.pt row = step (column 0), eval rows k = step k * 1000: (count, mean, std)."""
+    run_dir.mkdir()
+    train_log = torch.zeros(3003, 3)
+    for step, loss in train_losses.items():
+        train_log[step, 0] = loss
+    evals = {"eval_val_tensor.pt": torch.zeros(61, 3), "eval_train_tensor.pt": torch.zeros(61, 3)}
+    for k, v in enumerate(vals):
+        evals["eval_val_tensor.pt"][k] = torch.tensor([200, v, 0.1])
+        evals["eval_train_tensor.pt"][k] = torch.tensor([200, v - 0.01, 0.1])
+    torch.save(train_log, run_dir / "tensor.pt")
+    for name, t in evals.items():
+        torch.save(t, run_dir / name)
+
+
+def our_run(run_dir, vals):
+    import json
+
+    run_dir.mkdir()
+    config = dict(wandb_run_name="nlq", seed=1, query_mode="residual_gelu", n_layer=2, n_head=2, n_embd=8)
+    (run_dir / "config.json").write_text(json.dumps({**config, "block_size": 8, "vocab_size": 11}))
+    lines = [{"step": s, "val_loss": v, "tokens": s * 10} for s, v in vals.items()] + [{"step": 0, "loss": 5.0}]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_compare_overlays_an_official_run_as_an_arm_and_baseline(tmp_path, capsys):
+    import compare
+
+    write_official_logs(tmp_path / "official", {0: 10.9, 1: 10.5, 2000: 4.0}, [10.95, 4.5, 4.0])
+    our_run(tmp_path / "ours", {0: 10.9, 1000: 4.4, 2000: 3.96})
+    compare.main([str(tmp_path / "ours"), f"--reference={tmp_path / 'official'}:paper", "--baseline=paper", "--png="])
+    out = capsys.readouterr().out
+    assert "validation loss at step 2000" in out  # its rows 0..2 are steps 0, 1000, 2000
+    assert "| paper | — | 4.0000 | 1 | +0.00% |" in out and "| nlq | 0.00M | 3.9600 | 1 | +1.00% |" in out  # (4 - 3.96) / 4
+    assert "one micro-batch's" in out
+    run = compare.Run.from_official(str(tmp_path / "official"))
+    assert run.arm == "official" and sorted(run.steps) == [0, 1, 2000] and run.steps[1]["loss"] == pytest.approx(10.5)
+    assert run.evals[1000]["tokens"] == 1000 * 491_520 and run.evals[1000]["train_eval_loss"] == pytest.approx(4.49)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "missing"])
+def test_a_damaged_official_log_is_one_line(tmp_path, damage):
+    import compare
+
+    write_official_logs(tmp_path / "official", {0: 10.9}, [10.95])
+    log = tmp_path / "official" / "eval_val_tensor.pt"
+    if damage == "truncated":
+        log.write_bytes(log.read_bytes()[:100])
+    elif damage == "foreign":
+        torch.save({"not": "a log"}, log)
+    else:
+        log.unlink()
+    message = error_of([f"--reference={tmp_path / 'official'}", "--png="], main=compare.main)
+    assert "eval_val_tensor.pt" in message
