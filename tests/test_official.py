@@ -3,6 +3,7 @@ its batch order are replayed. The official model is written here from its docume
 github.com/MarkoKarbevski/beyond_query_linearity: module names, registration order, init), not imported."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -351,3 +352,36 @@ def test_a_damaged_official_log_is_one_line(tmp_path, damage):
         log.unlink()
     message = error_of([f"--reference={tmp_path / 'official'}", "--png="], main=compare.main)
     assert "eval_val_tensor.pt" in message
+
+
+def test_prepare_writes_the_bytes_of_nanogpts_openwebtext_procedure(tmp_path):
+    """The replayed offsets address the official bins' tokens only if the bins are the same bytes: nanoGPT's
+    procedure (which the official Data_Handling.ipynb runs) is written out here on a local corpus."""
+    import json
+    import subprocess
+    import sys
+
+    datasets = pytest.importorskip("datasets")
+    from tokenizer import gpt2_encoding
+
+    docs = [f"Document {i}: {'a tale of two cities ' * (i % 5 + 1)}\n\nThe end {i}." for i in range(2001)]
+    src = tmp_path / "owt.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, root / "data/openwebtext/prepare.py", "--dataset", src, "--out_dir", out, "--num_proc", "2"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    # nanoGPT: train_test_split(test_size=0.0005, seed=2357, shuffle=True), 'test' renamed 'val', each
+    # document encode_ordinary(text) + [eot], the split's documents concatenated in order as uint16.
+    split = datasets.load_dataset("json", data_files=str(src))["train"].train_test_split(
+        test_size=0.0005, seed=2357, shuffle=True
+    )
+    enc = gpt2_encoding()
+    for ours, theirs in (("train", "train"), ("val", "test")):
+        ids = [t for d in split[theirs]["text"] for t in enc.encode_ordinary(d) + [enc.eot_token]]
+        assert (out / f"{ours}.bin").read_bytes() == np.array(ids, dtype=np.uint16).tobytes(), ours
+    assert len(split["test"]) == 2  # ceil(0.0005 x 2001): the held-out count is nanoGPT's too
