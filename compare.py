@@ -171,14 +171,28 @@ def smoothed(values, beta: float) -> list:
 def fingerprint_report(runs) -> str:
     official_runs = [r for r in runs if r.config.get("official")]
     runs = [r for r in runs if not r.config.get("official")]
-    note = ""
-    if official_runs:
-        note = (
-            f"\n{', '.join(r.name for r in official_runs)}: its train loss is one micro-batch's (12 rows) per step, "
-            "noisier than the step means here; its evaluation at step k x 1000 comes before training that step, as "
-            "here, on its own windows (eval_order='official' evaluates on them); it logs no batch fingerprints"
+    notes = []
+    for ref in official_runs:
+        notes.append(
+            f"{ref.name}: its train loss is one micro-batch's (12 rows) per step, noisier than the step means here; "
+            "its evaluation at step k x 1000 comes before training that step, as here, on its own windows "
+            "(eval_order='official' evaluates on them); it logs no batch fingerprints"
         )
-    return _fingerprints(runs) + note
+        notes += [line for r in runs if (line := step_agreement(r, ref))]
+    return "\n".join([_fingerprints(runs), *notes])
+
+
+def step_agreement(run, ref, first: int = 100) -> str | None:
+    """How closely a run's last-micro-batch losses follow an official run's logged ones over their first common
+    steps: with its batches and initialisation replayed they differ by kernel and precision noise only."""
+    common = sorted(s for s in set(run.steps) & set(ref.steps) if "last_micro_loss" in run.steps[s])[:first]
+    if not common:
+        return None
+    diffs = [abs(run.steps[s]["last_micro_loss"] - ref.steps[s]["loss"]) for s in common]
+    return (
+        f"{run.name} vs {ref.name}, steps {common[0]}..{common[-1]} ({len(common)} in common): last micro-batch loss "
+        f"minus its logged loss, mean |d| {statistics.mean(diffs):.4f}, max {max(diffs):.4f}"
+    )
 
 
 def _fingerprints(runs) -> str:

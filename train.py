@@ -257,7 +257,8 @@ class OptimizerStep:
     """One optimizer step as training takes it (train.py's loop, and bench.py's timing of it): the step's
     learning rate and dropout seed, gradient accumulation over the micro-batches with the gradients crossing
     processes on the last, fp16 loss scaling, clipping, the divergence guard's update. Returns [mean loss,
-    gradient norm] as a device tensor: no host sync."""
+    gradient norm, the last micro-batch's loss] as a device tensor: no host sync. The last micro-batch is the
+    global one (the last rank's last); its loss is what arXiv 2603.13381's official code logs as the step's."""
 
     def __init__(self, cfg, d: Dist, model, raw_model: GPT, dtype: torch.dtype):
         self.cfg, self.d, self.model, self.raw_model = cfg, d, model, raw_model
@@ -284,7 +285,9 @@ class OptimizerStep:
             loss_sum += loss.detach().float()
         self.scaler.unscale_(self.optimizer)
         norm = parallel.clip_grad_norm(self.raw_model.parameters(), self.cfg.grad_clip)
-        stats = torch.stack([loss_sum / self.accum, norm.float()])
+        last_rank = self.d.rank == self.d.world_size - 1
+        last = loss.detach().float() * (self.d.world_size if last_rank else 0)  # the mean below keeps it whole
+        stats = torch.stack([loss_sum / self.accum, norm.float(), last])
         if self.d.enabled:  # asynchronous on GPUs; a NaN on any rank reaches every rank
             dist.all_reduce(stats)
             stats /= self.d.world_size
@@ -476,9 +479,9 @@ class Trainer:
 
     def log_step(self, it: int, stats: torch.Tensor, seconds_per_step: float | None) -> None:
         """The step's record and console line: the one place the loop reads numbers back from the device."""
-        loss, norm = stats.tolist()
+        loss, norm, last = stats.tolist()
         self.stop_if_diverged()
-        rec = {"step": it, "loss": loss, "lr": lr_at(it, self.cfg), "grad_norm": norm}
+        rec = {"step": it, "loss": loss, "last_micro_loss": last, "lr": lr_at(it, self.cfg), "grad_norm": norm}
         rec["tokens"] = (it + 1) * self.tokens_per_step
         rec["ms"] = seconds_per_step * 1000 if seconds_per_step else None
         rec["mfu"] = None

@@ -319,7 +319,8 @@ def our_run(run_dir, vals):
     run_dir.mkdir()
     config = dict(wandb_run_name="nlq", seed=1, query_mode="residual_gelu", n_layer=2, n_head=2, n_embd=8)
     (run_dir / "config.json").write_text(json.dumps({**config, "block_size": 8, "vocab_size": 11}))
-    lines = [{"step": s, "val_loss": v, "tokens": s * 10} for s, v in vals.items()] + [{"step": 0, "loss": 5.0}]
+    lines = [{"step": s, "val_loss": v, "tokens": s * 10} for s, v in vals.items()]
+    lines += [{"step": 0, "loss": 5.0, "last_micro_loss": 10.8}, {"step": 1, "loss": 5.0, "last_micro_loss": 10.8}]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
@@ -333,6 +334,7 @@ def test_compare_overlays_an_official_run_as_an_arm_and_baseline(tmp_path, capsy
     assert "validation loss at step 2000" in out  # its rows 0..2 are steps 0, 1000, 2000
     assert "| paper | — | 4.0000 | 1 | +0.00% |" in out and "| nlq | 0.00M | 3.9600 | 1 | +1.00% |" in out  # (4 - 3.96) / 4
     assert "one micro-batch's" in out
+    assert "steps 0..1 (2 in common): last micro-batch loss minus its logged loss, mean |d| 0.2000, max 0.3000" in out
     run = compare.Run.from_official(str(tmp_path / "official"))
     assert run.arm == "official" and sorted(run.steps) == [0, 1, 2000] and run.steps[1]["loss"] == pytest.approx(10.5)
     assert run.evals[1000]["tokens"] == 1000 * 491_520 and run.evals[1000]["train_eval_loss"] == pytest.approx(4.49)
@@ -385,3 +387,18 @@ def test_prepare_writes_the_bytes_of_nanogpts_openwebtext_procedure(tmp_path):
         ids = [t for d in split[theirs]["text"] for t in enc.encode_ordinary(d) + [enc.eot_token]]
         assert (out / f"{ours}.bin").read_bytes() == np.array(ids, dtype=np.uint16).tobytes(), ours
     assert len(split["test"]) == 2  # ceil(0.0005 x 2001): the held-out count is nanoGPT's too
+
+
+def test_the_last_micro_batchs_loss_is_logged_as_the_official_code_logs_a_steps(char_data, tmp_path):
+    """Step 0's record holds the mean over its 4 micro-batches and the loss of the last one alone, which is
+    what the official train.py logs: both recomputed here from the same initial weights and batches."""
+    train.main(tiny_args(char_data, tmp_path, max_iters=1, init_order="official", seed=5))
+    rec = records(tmp_path, "loss")[0]
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=32, vocab_size=65)
+    model = GPT(cfg)
+    official.initialise(model, seed=5)
+    batches = TrainBatches(np.memmap(char_data / "train.bin", dtype=np.uint16), 32, 4, 4, seed=1337)
+    with torch.no_grad():
+        micro = [model(*batches.get(0, m))[1].item() for m in range(4)]
+    assert rec["last_micro_loss"] == pytest.approx(micro[3], abs=1e-6)
+    assert rec["loss"] == pytest.approx(sum(micro) / 4, abs=1e-6) and micro[3] != pytest.approx(rec["loss"], abs=1e-4)
