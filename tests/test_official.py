@@ -402,3 +402,33 @@ def test_the_last_micro_batchs_loss_is_logged_as_the_official_code_logs_a_steps(
         micro = [model(*batches.get(0, m))[1].item() for m in range(4)]
     assert rec["last_micro_loss"] == pytest.approx(micro[3], abs=1e-6)
     assert rec["loss"] == pytest.approx(sum(micro) / 4, abs=1e-6) and micro[3] != pytest.approx(rec["loss"], abs=1e-4)
+
+
+# The official configs' values (configs/configs_tied|untied/*.py of its repository), as facts:
+# (query_mode, tie_weights, mlp_hidden_size, scale x sqrt(64), learning_rate, min_lr, weight_decay, lr_decay_iters)
+OFFICIAL_CONFIGS = {
+    "owt_baseline": ("original", True, 3072, 1.0, 6e-4, 6e-5, 0.1, 60002),  # config_tiedw_original
+    "owt_wide_mlp": ("original", True, 3648, 1.0, 6e-4, 6e-5, 0.1, 60002),  # ..._original_mlp_4_75_times
+    "owt_nlq": ("residual_gelu", True, 3072, 0.5, 8e-4, 8e-5, 0.1, 60002),  # ..._residual_gelu
+    "owt_nlq_tuned": ("residual_gelu", True, 3072, 0.5, 3e-3, 3e-5, 2**-5, 60002),  # ..._2-5wd_3e-3lr_3e-5
+    "owt_residual": ("residual", True, 3072, 0.5, 6e-4, 6e-5, 0.1, 60002),  # config_tiedw_residual
+    "owt_identity_official": ("identity", False, 3072, 0.5, 6e-4, 6e-5, 2**-5, 600000),  # config_untiedw_identity
+    "owt_mlp350": ("original", True, 2688, 1.0, 6e-4, 6e-5, 0.1, 60002),  # ..._original_smaller_mlp
+    "owt_mlp433": ("original", True, 3328, 1.0, 6e-4, 6e-5, 0.1, 60002),  # ..._mlp_4_33_times
+    "owt_mlp450": ("original", True, 3456, 1.0, 6e-4, 6e-5, 0.1, 60002),  # ..._mlp_4_5_times
+    "owt_mlp4625": ("original", True, 3552, 1.0, 6e-4, 6e-5, 0.1, 60002),  # ..._mlp_4_625_times
+    "owt_mlp500": ("original", True, 3840, 1.0, 6e-4, 6e-5, 0.1, 60002),  # ..._mlp_5times
+}
+
+
+@pytest.mark.parametrize("name", sorted(OFFICIAL_CONFIGS))
+def test_the_papers_arms_are_its_official_configs(name):
+    from configurator import parse
+
+    cfg, m = parse([f"config/{name}.py"], TrainConfig, GPTConfig)
+    mode, tied, hidden, scale, lr, min_lr, wd, decay = OFFICIAL_CONFIGS[name]
+    assert (m.query_mode, m.tie_embeddings, m.mlp_hidden) == (official.MODES[mode], tied, hidden)
+    assert m.scale == pytest.approx(scale / 8) and m.n_embd == 768 and m.n_head == 12 and m.n_layer == 12
+    assert (cfg.learning_rate, cfg.min_lr, cfg.weight_decay, cfg.lr_decay_iters) == pytest.approx((lr, min_lr, wd, decay))
+    assert (cfg.batch_size * cfg.gradient_accumulation_steps, cfg.warmup_iters, cfg.eval_interval) == (480, 2000, 1000)
+    assert (cfg.init_order, cfg.sampling, cfg.eval_order, cfg.seed) == ("official", "official", "official", 1337)
