@@ -356,8 +356,9 @@ def restore_optimizer(model, optimizer, ckpt: dict) -> None:
 
 def load_for_inference(init_from: str, out_dir: str):
     """(model, tokenizer meta) for sample.py, the evaluation and bench: out_dir's checkpoint for
-    init_from='resume', a checkpoint file (this project's or the official code's), else pretrained weights (a GPT-2 or Pythia name or a local HF directory). The
-    tokenizer is the run's (kept in its checkpoint) and is checked to fit the model's vocabulary."""
+    init_from='resume', a checkpoint file (this project's or the official code's), else pretrained weights
+    (a GPT-2 or Pythia name or a local HF directory). The tokenizer is the run's (kept in its checkpoint) and
+    is checked to fit the model's vocabulary."""
     import importers
     from tokenizer import pretrained_tokenizer, tokenizer_vocab
 

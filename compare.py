@@ -83,7 +83,7 @@ class Run:
             {"step": s, "val_loss": v, "train_eval_loss": t, "tokens": s * official.TOKENS_PER_STEP}
             for s, (v, t) in evals.items()
         ]
-        config = {**model_args, "wandb_run_name": label or "official", "query_mode": "official", "official": True}
+        config = {"query_mode": "official", **model_args, "wandb_run_name": label or "official", "official": True}
         return cls(f"{path} (official)", config, records)
 
     def non_embedding_params(self) -> int | None:

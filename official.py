@@ -29,8 +29,10 @@ TRAINING_KEYS = (
     "warmup_iters", "lr_decay_iters", "min_lr", "save_checkpoint_steps", "max_iters",
 )  # fmt: skip
 # Its GPTConfig's defaults, for keys a config left out (head_size 64 fixes the default scale: sqrt(1/64)).
-DEFAULTS = dict(block_size=1024, vocab_size=50304, n_layer=12, num_heads=12, n_embd=768, tie_weights=True,
-                dropout=0.0, bias=False, scale=math.sqrt(1 / 64), query_mode="original", mlp_hidden_size=4 * 768)  # fmt: skip
+DEFAULTS = dict(
+    block_size=1024, vocab_size=50304, n_layer=12, num_heads=12, n_embd=768, tie_weights=True, dropout=0.0,
+    bias=False, scale=math.sqrt(1 / 64), query_mode="original", mlp_hidden_size=4 * 768,
+)  # fmt: skip
 RENAMES = {  # its attention's query modules -> ours (model.QueryMLP)
     "attn.residual_rmsnorm_input.": "attn.query.rms.",
     "attn.residual_in.": "attn.query.w1.",
@@ -228,7 +230,7 @@ def read_model_args(path) -> dict:
     try:
         ckpt = torch_load(path, mmap=True)
     except Exception as e:
-        raise OfficialError(f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint") from None
+        raise OfficialError(f"{path} cannot be read ({type(e).__name__}): truncated or not a checkpoint") from None
     if not is_official(ckpt):
         raise OfficialError(f"{path} is not an official checkpoint (no model_args with num_heads)")
     return ckpt["model_args"]

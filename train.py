@@ -58,9 +58,9 @@ from rundir import RunDir, Wandb
 class TrainConfig:
     # I/O
     out_dir: Annotated[str, Text()] = "out"  # one run per out_dir: checkpoints, metrics.jsonl, config.json
-    init_from: Annotated[str, Text()] = "scratch"  # scratch, resume, auto (resume if a checkpoint), FILE.pt, gpt2.., HF dir
+    init_from: Annotated[str, Text()] = "scratch"  # scratch, resume, auto (resume if any), FILE.pt, gpt2.., HF dir
     init_continue: bool = False  # init_from=FILE.pt: also continue its AdamW state and step (else step 0, fresh AdamW)
-    init_order: Annotated[str, OneOf("project", "official")] = "project"  # official: fresh weights as its model.py draws them
+    init_order: Annotated[str, OneOf("project", "official")] = "project"  # official: as the paper's model.py draws
     eval_interval: Annotated[int, At(1)] = 2000  # evaluate and write out_dir/ckpt.pt every eval_interval steps
     eval_iters: Annotated[int, At(1)] = 200  # the fixed validation set holds eval_iters * batch_size windows
     eval_only: bool = False  # evaluate the checkpoint (or pretrained weights), print, write nothing
@@ -181,7 +181,7 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
     if cfg.sampling == "lines" and eos is None:
         raise ConfigError(f"sampling='lines' needs the dataset's eos id: {path}/meta.json has no 'eos'")
     if cfg.sampling == "official" and cfg.max_iters > OFFICIAL_STEPS:
-        raise ConfigError(f"sampling='official' holds {OFFICIAL_STEPS:,} steps of indices: max_iters <= {OFFICIAL_STEPS}")
+        raise ConfigError(f"sampling='official' holds {OFFICIAL_STEPS:,} steps of indices: set max_iters <= that")
     accum = cfg.gradient_accumulation_steps
     try:
         batches = TrainBatches(train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos)
@@ -203,7 +203,10 @@ def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: i
         return lambda step: fixed
     check_official("eval_order='official'", min(n_train, n_val), block_size, n_eval, OFFICIAL_EVAL[1])
     if cfg.max_iters // cfg.eval_interval >= OFFICIAL_EVAL[0]:
-        raise ValueError(f"eval_order='official' holds {OFFICIAL_EVAL[0]} evaluations: max_iters / eval_interval is more")
+        raise ValueError(
+            f"eval_order='official' holds {OFFICIAL_EVAL[0]} evaluations, fewer than max_iters / eval_interval: "
+            "lower max_iters or raise eval_interval"
+        )
     train_rows, val_rows = official_eval_offsets(n_train, n_val)
     return lambda step: (val_rows[step // cfg.eval_interval], train_rows[step // cfg.eval_interval])
 

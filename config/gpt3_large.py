@@ -7,6 +7,7 @@
 #   torchrun --standalone --nproc_per_node=8 train.py config/owt_large_nlq.py
 #   python train.py config/owt_large_nlq.py --dry_run=8      # memory per GPU under DDP and FSDP
 from config.owt_baseline import *  # noqa: F401,F403
+
 # Past the paper's scale: this project's initialisation and batch order (its index files hold GPT-2 small's
 # 480 rows per step and 60k steps; its initialisation replay draws every weight twice on the host).
 init_order = "project"

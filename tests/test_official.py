@@ -10,12 +10,12 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from helpers import error_of, records, tiny_args
 
 import checkpoint
 import official
 import sample
 import train
-from helpers import error_of, records, tiny_args
 from loader import TrainBatches
 from model import GPT, GPTConfig
 from train import TrainConfig, make_optimizer
@@ -332,12 +332,17 @@ def test_compare_overlays_an_official_run_as_an_arm_and_baseline(tmp_path, capsy
     compare.main([str(tmp_path / "ours"), f"--reference={tmp_path / 'official'}:paper", "--baseline=paper", "--png="])
     out = capsys.readouterr().out
     assert "validation loss at step 2000" in out  # its rows 0..2 are steps 0, 1000, 2000
-    assert "| paper | — | 4.0000 | 1 | +0.00% |" in out and "| nlq | 0.00M | 3.9600 | 1 | +1.00% |" in out  # (4 - 3.96) / 4
+    assert "| paper | — | 4.0000 | 1 | +0.00% |" in out
+    assert "| nlq | 0.00M | 3.9600 | 1 | +1.00% |" in out  # (4 - 3.96) / 4
     assert "one micro-batch's" in out
     assert "steps 0..1 (2 in common): last micro-batch loss minus its logged loss, mean |d| 0.2000, max 0.3000" in out
     run = compare.Run.from_official(str(tmp_path / "official"))
     assert run.arm == "official" and sorted(run.steps) == [0, 1, 2000] and run.steps[1]["loss"] == pytest.approx(10.5)
     assert run.evals[1000]["tokens"] == 1000 * 491_520 and run.evals[1000]["train_eval_loss"] == pytest.approx(4.49)
+    a = official_args("identity", tied=False)  # its ckpt.pt beside the logs gives the parameter count
+    write_official(tmp_path / "official" / "ckpt.pt", a, trained=False)
+    n = 2 * (3 * 32 * 32 + 2 * 32 * 128 + 2 * 32) + 32 + 96 * 32  # blocks (K/V + proj, MLP, 2 LN), ln_f, untied head
+    assert compare.Run.from_official(str(tmp_path / "official")).non_embedding_params() == n
 
 
 @pytest.mark.parametrize("damage", ["truncated", "foreign", "missing"])
@@ -429,6 +434,7 @@ def test_the_papers_arms_are_its_official_configs(name):
     mode, tied, hidden, scale, lr, min_lr, wd, decay = OFFICIAL_CONFIGS[name]
     assert (m.query_mode, m.tie_embeddings, m.mlp_hidden) == (official.MODES[mode], tied, hidden)
     assert m.scale == pytest.approx(scale / 8) and m.n_embd == 768 and m.n_head == 12 and m.n_layer == 12
-    assert (cfg.learning_rate, cfg.min_lr, cfg.weight_decay, cfg.lr_decay_iters) == pytest.approx((lr, min_lr, wd, decay))
+    schedule = (cfg.learning_rate, cfg.min_lr, cfg.weight_decay, cfg.lr_decay_iters)
+    assert schedule == pytest.approx((lr, min_lr, wd, decay))
     assert (cfg.batch_size * cfg.gradient_accumulation_steps, cfg.warmup_iters, cfg.eval_interval) == (480, 2000, 1000)
     assert (cfg.init_order, cfg.sampling, cfg.eval_order, cfg.seed) == ("official", "official", "official", 1337)
