@@ -81,7 +81,9 @@ def load(path, required=("model", "model_args")) -> dict:
             f"--init_from={path} (--init_continue=True continues its AdamW state and step)"
         )
     if missing:
-        raise CheckpointError(f"{path} lacks {', '.join(missing)}: not a checkpoint of this project")
+        raise CheckpointError(
+            f"{path} lacks {', '.join(missing)}: not a checkpoint of this project nor of the paper's official code"
+        )
     return ckpt
 
 

@@ -207,6 +207,8 @@ def test_its_adamw_state_continues_under_our_names(tmp_path):
         (lambda c: c["model_args"].update(query_mode="tanh"), "query_mode='tanh'"),
         (lambda c: c.pop("model"), "lacks model"),
         (lambda c: c["model"].pop("transformer.ln_f.weight"), "lacks the weights transformer.ln_f.weight"),
+        (lambda c: c.clear() or c.update(weights=torch.zeros(2)), "nor of the paper's official code"),
+        (lambda c: None, "truncated"),
     ],
 )
 def test_a_foreign_or_incomplete_official_checkpoint_is_one_line(tmp_path, change, words):
@@ -214,6 +216,8 @@ def test_a_foreign_or_incomplete_official_checkpoint_is_one_line(tmp_path, chang
     ckpt = torch.load(tmp_path / "ckpt.pt")
     change(ckpt)
     torch.save(ckpt, tmp_path / "ckpt.pt")
+    if words == "truncated":
+        (tmp_path / "ckpt.pt").write_bytes((tmp_path / "ckpt.pt").read_bytes()[:5000])
     before = (tmp_path / "ckpt.pt").read_bytes()
     message = error_of([f"--init_from={tmp_path / 'ckpt.pt'}", "--max_new_tokens=2"], main=sample.main)
     assert words in message and (tmp_path / "ckpt.pt").read_bytes() == before
@@ -228,6 +232,15 @@ def test_sample_and_an_official_run_directory(tmp_path, capsys):
     sample.main([f"--init_from={tmp_path / 'ckpt_50000.pt'}", *common])
     sample.main([f"--out_dir={tmp_path}", *common])
     assert capsys.readouterr().out.count("Hello") == 2
+    import json
+
+    import zeroshot
+
+    (tmp_path / "lambada.jsonl").write_text(json.dumps({"text": "the cat sat on the mat"}) + "\n")
+    out = tmp_path / "eval.json"
+    args = [f"--init_from={tmp_path / 'ckpt.pt'}", "--tasks=lambada", f"--lambada_file={tmp_path / 'lambada.jsonl'}"]
+    zeroshot.main([*args, f"--out={out}", "--device=cpu"])
+    assert json.loads(out.read_text())["results"]["lambada"]["n"] == 1
 
 
 def test_train_starts_from_an_official_checkpoint_and_continues_its_step(char_data, tmp_path):
