@@ -7,9 +7,12 @@ steps, rank r's micro-step m reads rows [(r * grad_accum / W + m) * batch_size, 
 """
 
 import hashlib
+import os
 
 import numpy as np
 import torch
+
+from dataset import DataError
 
 # Spawn keys of numpy SeedSequences derived from the data seed: independent streams per use.
 TRAIN_KEY, VAL_KEY, TRAIN_EVAL_KEY, EPOCH_KEY = 0, 1, 2, 3
@@ -46,13 +49,16 @@ def line_rows(tokens: np.ndarray, spans: np.ndarray, block_size: int, pad: int):
 class OfficialRows:
     """Row `step` of the official training indices without the 2.3 GB array: torch's CPU randint draws
     serially, so drawing the rows one after another gives bitwise the one-shot draw (tests/test_official.py);
-    a row far ahead is reached by drawing and dropping the rows before it (about 0.4 s per 60k rows)."""
+    a row far ahead is reached by drawing and dropping the rows before it (about 0.4 s per 60k rows). With
+    table (its train_indices.npy, checked by official_table), rows are read from it instead."""
 
-    def __init__(self, n_tokens: int):
-        self.high = n_tokens - OFFICIAL_WINDOW
+    def __init__(self, n_tokens: int, table: np.ndarray | None = None):
+        self.high, self.table = n_tokens - OFFICIAL_WINDOW, table
         self.gen, self.next_row = None, 0
 
     def row(self, step: int) -> np.ndarray:
+        if self.table is not None:
+            return np.asarray(self.table[step], dtype=np.int64)
         if self.gen is None or step < self.next_row:
             self.gen, self.next_row = torch.Generator().manual_seed(OFFICIAL_SEED), 0
         while self.next_row < step:
@@ -63,11 +69,42 @@ class OfficialRows:
         return torch.randint(self.high, (1, OFFICIAL_ROWS), generator=self.gen)[0].numpy()
 
 
-def official_eval_offsets(n_train: int, n_val: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, val) window offsets of every official evaluation: row k is the k-th evaluation's 2400."""
+def official_train_table(data_dir, n_tokens: int) -> np.ndarray | None:
+    """Its train_indices.npy beside the bins, if there (see official_table), else None: the rows are replayed."""
+    shape = (OFFICIAL_STEPS, OFFICIAL_ROWS)
+    return official_table(os.path.join(data_dir, "train_indices.npy"), shape, lambda: OfficialRows(n_tokens).row(0))
+
+
+def official_eval_offsets(n_train: int, n_val: int, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
+    """(train, val) window offsets of every official evaluation: row k is the k-th evaluation's 2400. Its own
+    eval_train_indices.npy / eval_val_indices.npy beside the bins in data_dir must equal them."""
     gen = torch.Generator().manual_seed(OFFICIAL_SEED)
-    train = torch.randint(n_train - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen)
-    return train.numpy(), torch.randint(n_val - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen).numpy()
+    train = torch.randint(n_train - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen).numpy()
+    val = torch.randint(n_val - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen).numpy()
+    for name, rows in (("eval_train_indices.npy", train), ("eval_val_indices.npy", val)):
+        path = os.path.join(data_dir, name) if data_dir is not None else ""
+        table = official_table(path, OFFICIAL_EVAL, lambda: rows[0])  # noqa: B023 (called at once)
+        if table is not None and not np.array_equal(table, rows):
+            raise DataError(f"{path} differs from the official evaluation indices in a later row: remove it")
+    return train, val
+
+
+def official_table(path, shape: tuple, first_row) -> np.ndarray | None:
+    """An official .npy index file (its Generate_Indices.ipynb writes them beside the bins, where its train.py
+    reads them), memory-mapped without pickle, or None if there is none. Its shape and first row (first_row():
+    the replay's) must be what the replay draws for these bins: else it was drawn for other token counts."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        table = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise DataError(f"{path} is not a readable .npy array ({e}): remove it (the order is replayed)") from None
+    if table.shape != shape or table.dtype.kind not in "iu" or not np.array_equal(table[0], first_row()):
+        raise DataError(
+            f"{path} is not the official index array for these bins (shape {shape}, its first row as the seed-42 "
+            "draw over this data's token count): remove it, or use the bins it was drawn for"
+        )
+    return table
 
 
 def check_official(what: str, n_tokens: int, block_size: int, rows: int, expected: int) -> None:
@@ -91,10 +128,19 @@ class TrainBatches:
     method); 'permutation' visits non-overlapping windows in a fresh random order each epoch; 'lines' makes
     each row one line of the dataset (the tokens between two eos ids), padded, the lines in a fresh random
     order each epoch (arXiv 2604.10791's probe training); 'official' replays arXiv 2603.13381's own index
-    stream (OfficialRows: batch_size x grad_accum must be its 480 rows, in any split)."""
+    stream (OfficialRows: batch_size x grad_accum must be its 480 rows, in any split; official_table: its
+    train_indices.npy, if the dataset holds one)."""
 
     def __init__(
-        self, tokens, block_size: int, batch_size: int, grad_accum: int, seed: int, sampling="random", eos=None
+        self,
+        tokens,
+        block_size: int,
+        batch_size: int,
+        grad_accum: int,
+        seed: int,
+        sampling="random",
+        eos=None,
+        official_table=None,
     ):
         if sampling not in SAMPLINGS:
             raise ValueError(f"sampling={sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
@@ -113,7 +159,7 @@ class TrainBatches:
             self.n_windows = len(self.lines)
         if sampling == "official":
             check_official("sampling='official'", len(tokens), block_size, self.rows, OFFICIAL_ROWS)
-            self.official = OfficialRows(len(tokens))
+            self.official = OfficialRows(len(tokens), official_table)
         self._perms = {}
         self._last = (None, None)  # (step, offsets)
 

@@ -46,6 +46,7 @@ from loader import (
     check_official,
     fixed_offsets,
     official_eval_offsets,
+    official_train_table,
     windows,
 )
 from memory import print_estimate
@@ -184,16 +185,18 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
         raise ConfigError(f"sampling='official' holds {OFFICIAL_STEPS:,} steps of indices: set max_iters <= that")
     accum = cfg.gradient_accumulation_steps
     try:
-        batches = TrainBatches(train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos)
-        eval_windows = evaluation_windows(cfg, block_size, len(train), len(val))
+        table = official_train_table(path, len(train)) if cfg.sampling == "official" else None
+        batches = TrainBatches(train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos, table)
+        eval_windows = evaluation_windows(cfg, block_size, len(train), len(val), path)
     except ValueError as e:
         raise ConfigError(f"{path}: {e}") from None
     return Data(path, meta, train, val, batches, eval_windows)
 
 
-def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: int):
+def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: int, path: str):
     """step -> (val offsets, train offsets): the same fixed windows at every evaluation, or (eval_order=
-    'official') the official code's k-th rows at the k-th evaluation, k = step // eval_interval."""
+    'official') the official code's k-th rows at the k-th evaluation, k = step // eval_interval (its own
+    eval_*_indices.npy beside the bins must then equal the replay)."""
     n_eval = cfg.eval_iters * cfg.batch_size
     if cfg.eval_order == "fixed":
         fixed = (
@@ -207,7 +210,7 @@ def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: i
             f"eval_order='official' holds {OFFICIAL_EVAL[0]} evaluations, fewer than max_iters / eval_interval: "
             "lower max_iters or raise eval_interval"
         )
-    train_rows, val_rows = official_eval_offsets(n_train, n_val)
+    train_rows, val_rows = official_eval_offsets(n_train, n_val, path)
     return lambda step: (val_rows[step // cfg.eval_interval], train_rows[step // cfg.eval_interval])
 
 

@@ -2,6 +2,7 @@
 its batch order are replayed. The official model is written here from its documented layout (model.py of
 github.com/MarkoKarbevski/beyond_query_linearity: module names, registration order, init), not imported."""
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -451,3 +452,43 @@ def test_the_papers_arms_are_its_official_configs(name):
     assert schedule == pytest.approx((lr, min_lr, wd, decay))
     assert (cfg.batch_size * cfg.gradient_accumulation_steps, cfg.warmup_iters, cfg.eval_interval) == (480, 2000, 1000)
     assert (cfg.init_order, cfg.sampling, cfg.eval_order, cfg.seed) == ("official", "official", "official", 1337)
+
+
+def test_its_own_index_files_beside_the_bins_are_used_and_checked(char_data, tmp_path):
+    """Its .npy files (np.save of its draws) are read where they lie; ones drawn for other bins are refused."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(char_data, data)
+    n_train = len(np.memmap(data / "train.bin", dtype=np.uint16))
+    rows = torch.randint(n_train - 1024, (6, 480), generator=torch.Generator().manual_seed(42)).numpy()
+    rows[5] = np.arange(480)  # a row the replay would not draw: proves the file is what is read
+    # Its shape, (600000, 480) int64, as a sparse file: only the rows written take disk space.
+    table = np.lib.format.open_memmap(data / "train_indices.npy", mode="w+", dtype=np.int64, shape=(600_000, 480))
+    table[:6] = rows
+    table.flush()
+    batches = train.open_data(TrainConfig(dataset=str(data), sampling="official", batch_size=12), 8).batches
+    assert np.array_equal(batches.offsets(5), np.arange(480)) and np.array_equal(batches.offsets(4), rows[4])
+    table[0] += 1  # drawn over other token counts
+    table.flush()
+    del table
+    args = tiny_args(data, tmp_path / "run", sampling="official", batch_size=12, gradient_accumulation_steps=40)
+    assert "train_indices.npy is not the official index array for these bins" in error_of(args)
+    (data / "train_indices.npy").write_bytes(b"\x93NUMPY junk")
+    assert "is not a readable .npy array" in error_of(args)
+
+
+def test_the_replayed_run_resumes_bit_for_bit_and_its_fingerprints_are_its_rows(char_data, tmp_path):
+    official_run = dict(sampling="official", eval_order="official", init_order="official", batch_size=12)
+    shape = dict(block_size=8, gradient_accumulation_steps=40, eval_iters=200, max_iters=6, eval_interval=3)
+    train.main(tiny_args(char_data, tmp_path / "full", **official_run, **shape))
+    train.main(tiny_args(char_data, tmp_path / "split", **official_run, **{**shape, "max_iters": 3}))
+    train.main(tiny_args(char_data, tmp_path / "split", init_from="resume", **official_run, **shape))
+    full, split = records(tmp_path / "full", "loss"), records(tmp_path / "split", "loss")
+    assert [full[s]["loss"] for s in range(6)] == [split[s]["loss"] for s in range(6)]
+    assert records(tmp_path / "full", "val_loss") == records(tmp_path / "split", "val_loss")
+    tokens = np.memmap(char_data / "train.bin", dtype=np.uint16)
+    rows = torch.randint(len(tokens) - 1024, (6, 480), generator=torch.Generator().manual_seed(42)).numpy()
+    for s in range(6):  # the fingerprint is the hash of the step's windows: its row's
+        windows = np.ascontiguousarray(tokens[rows[s][:, None] + np.arange(9)])
+        assert split[s]["fingerprint"] == hashlib.blake2b(windows.tobytes(), digest_size=8).hexdigest()
