@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from dataset import DataError
+from safe_load import numpy_array
 
 # Spawn keys of numpy SeedSequences derived from the data seed: independent streams per use.
 TRAIN_KEY, VAL_KEY, TRAIN_EVAL_KEY, EPOCH_KEY = 0, 1, 2, 3
@@ -96,7 +97,7 @@ def official_table(path, shape: tuple, first_row) -> np.ndarray | None:
     if not os.path.isfile(path):
         return None
     try:
-        table = np.load(path, mmap_mode="r", allow_pickle=False)
+        table = numpy_array(path)
     except (ValueError, OSError) as e:
         raise DataError(f"{path} is not a readable .npy array ({e}): remove it (the order is replayed)") from None
     if table.shape != shape or table.dtype.kind not in "iu" or not np.array_equal(table[0], first_row()):

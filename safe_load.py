@@ -1,4 +1,5 @@
-"""Reading files without running code. Every file this project loads comes through here or is JSON/text.
+"""Reading files without running code. Every file this project loads comes through here or is JSON/text
+(or a flat token file, read with np.memmap).
 
 A pickle can name any importable callable and run it while loading. torch.load(weights_only=True) only
 rebuilds tensors and plain containers, so single-file checkpoints and every torch.load go through
@@ -104,3 +105,10 @@ def dcp_planner() -> DefaultLoadPlanner:
 def torch_load(path, **kwargs):
     """torch.load that rebuilds only tensors and plain containers (never code), onto the CPU."""
     return torch.load(path, map_location="cpu", weights_only=True, **kwargs)
+
+
+def numpy_array(path):
+    """A .npy array memory-mapped, its object arrays (the pickled kind) refused."""
+    import numpy as np
+
+    return np.load(path, mmap_mode="r", allow_pickle=False)
