@@ -200,3 +200,25 @@ def test_a_pointer_outside_the_checkpoint_folder_is_refused(sharded_run, tmp_pat
     with pytest.raises(checkpoint.CheckpointError, match="latest.json is damaged"):
         checkpoint.sharded_latest(sharded_run)
     assert checkpoint.latest(sharded_run).name == "step_000008"  # found by itself, inside the folder
+
+
+def test_crafted_official_artifacts_run_no_code(char_data, tmp_path):
+    """The paper's released files: a checkpoint given by path, its loss logs, its .npy index files."""
+    import compare
+
+    marker = tmp_path / "ran"
+    official = tmp_path / "official"
+    official.mkdir()
+    torch.save({"model_args": {"num_heads": 2}, "model": Payload(marker)}, official / "ckpt.pt")
+    for name in ("tensor.pt", "eval_train_tensor.pt", "eval_val_tensor.pt"):
+        torch.save(Payload(marker), official / name)
+    assert "cannot be read" in error_of([f"--init_from={official / 'ckpt.pt'}"], main=sample.main)
+    assert "tensor.pt cannot be read" in error_of([f"--reference={official}", "--png="], main=compare.main)
+    data = tmp_path / "data"
+    shutil.copytree(char_data, data)
+    import numpy as np
+
+    np.save(data / "train_indices.npy", np.array([Payload(marker)], dtype=object), allow_pickle=True)
+    argv = tiny_args(data, tmp_path / "run", sampling="official", batch_size=12, gradient_accumulation_steps=40)
+    assert "is not a readable .npy array" in error_of(argv)
+    assert not marker.exists()
