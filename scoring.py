@@ -12,9 +12,11 @@ from tokenizer import codec
 
 
 @torch.no_grad()
-def loglikelihoods(model, requests, batch_size):
+def loglikelihoods(model, requests, batch_size, native: bool = False):
     """For each (context ids, continuation ids): (sum of log p(continuation | context), whether greedy
-    decoding reproduces the continuation). Over-long sequences keep their last block_size + 1 tokens."""
+    decoding reproduces the continuation); an empty continuation scores (0.0, True). Over-long sequences
+    keep their last block_size + 1 tokens. Log-probabilities are float32, or with native in the logits' own
+    dtype (a bfloat16 model: log_softmax and the sum rounded to bfloat16, as arXiv 2604.10791's code scores)."""
     bs = model.config.block_size
     device = next(model.parameters()).device
     out = [None] * len(requests)
@@ -29,9 +31,13 @@ def loglikelihoods(model, requests, batch_size):
         x = torch.zeros(len(seqs), max(len(s) for s in seqs) - 1, dtype=torch.long)
         for j, s in enumerate(seqs):  # right padding: causal attention never looks at it
             x[j, : len(s) - 1] = torch.tensor(s[:-1])
-        logp = model(x.to(device))[0].float().log_softmax(-1).cpu()
+        logits = model(x.to(device))[0]
+        logp = (logits if native else logits.float()).log_softmax(-1).cpu()
         for j, i in enumerate(chunk):
             s, n = seqs[j], len(requests[i][1])
+            if n == 0:
+                out[i] = (0.0, True)
+                continue
             if n > len(s) - 1:
                 raise DataError(
                     f"an item's continuation has {n} tokens, more than the model's context of {bs}: "

@@ -11,10 +11,14 @@ The paper protocol (protocol=paper, the default) follows its official code (07_b
   LAMBADA    greedy decoding must reproduce every token of the last word
   HellaSwag  validation, ctx + " " + ending; the ending of highest mean log-prob per token
   ARC-Easy   validation split, question + " " + choice; highest mean log-prob per token
+             (both: the text cut to its first 512 tokens, the mean over what is left of the choice, >= 1)
   WikiText   the first 300 rows of validation (blank rows included) with >= 50 characters stripped, raw
              text, >= 10 tokens, cut to 512; ppl = exp(mean per-row loss) (also ppl_tokens, per token)
-and the rows it skips are skipped and counted (a LAMBADA passage without a space or over 512 tokens, an
-ARC row whose answerKey is none of its labels; "skipped" in the results).
+with the weights in bfloat16 (its code loads them so; --dtype=float32 keeps float32 and says so in the
+results' "precision"), log-probabilities of the choices and LAMBADA's argmax in bfloat16 as its code has
+them (WikiText's loss in float32, as transformers computes it); and the rows it skips are skipped and counted
+(a LAMBADA passage without a space or over 512 tokens, an ARC row whose answerKey is none of its labels;
+"skipped" in the results).
 The standard protocol (protocol=standard): HellaSwag and ARC-Easy acc (sum of log-probs) and acc_norm
 (per character), ARC-Easy's test split with a "Question: ...\nAnswer:" prompt, and WikiText's first 300
 stripped lines that qualify; a row the paper protocol skips is refused in one line.
@@ -25,6 +29,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
+
+import torch
 
 import taskdata
 from atomic import atomic_write_text, check_writable
@@ -58,14 +64,14 @@ class EvalConfig:
     arc_easy_file: Annotated[str | None, Text()] = None  # local JSONL copy of ARC-Easy; None: the hub
     wikitext_file: Annotated[str | None, Text()] = None  # local JSONL copy of WikiText-103; None: the hub
     device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
-    dtype: Annotated[str, DTYPE] = "auto"  # auto: bf16 (or fp16) on a GPU, float32 on a CPU
+    dtype: Annotated[str, DTYPE] = "auto"  # auto: paper protocol bf16 weights (its code's); standard: as train.py
     out: Annotated[str | None, Text()] = None  # results JSON; None: out_dir/eval.json (resume), else ./eval.json
 
     def __post_init__(self):
         check(self)
 
 
-PAPER_MAX_TOKENS = 512  # the official probe code skips a LAMBADA item whose context + target exceed it
+PAPER_MAX_TOKENS = 512  # the official code skips a longer LAMBADA item and truncates a longer choice text
 
 
 def scorable(items, protocol: str) -> tuple[list, int]:
@@ -93,7 +99,7 @@ def lambada(model, encode, items, batch_size, protocol="paper"):
             skipped += 1
             continue
         requests.append(request)
-    hits = [greedy for _, greedy in loglikelihoods(model, requests, batch_size)]
+    hits = [greedy for _, greedy in loglikelihoods(model, requests, batch_size, native=protocol == "paper")]
     return {"acc": sum(hits) / len(hits) if hits else 0.0, "n": len(hits), "skipped": skipped}
 
 
@@ -102,13 +108,21 @@ def argmax(scores) -> int:
     return max(range(len(scores)), key=scores.__getitem__)
 
 
+def paper_cut(context: list, ending: list) -> tuple[list, list]:
+    """The official code tokenizes context + ending with truncation at 512 tokens (the first 512 kept) and
+    scores what is left of the ending after the context: possibly part of it, possibly nothing."""
+    return context[:PAPER_MAX_TOKENS], ending[: max(0, PAPER_MAX_TOKENS - len(context))]
+
+
 def multiple_choice(model, encode, items, batch_size, protocol="paper"):
-    """paper: acc of the ending with the highest mean log-prob per token. standard: acc by the sum of
-    log-probs, acc_norm by log-prob per character."""
+    """paper: acc of the ending with the highest mean log-prob per token (over the ending's tokens within the
+    first 512, at least 1). standard: acc by the sum of log-probs, acc_norm by log-prob per character."""
     items, skipped = scorable(items, protocol)
     requests = [(encode(item["context"]), encode(e)) for item in items for e in item["endings"]]
-    scores = iter(loglikelihoods(model, requests, batch_size))
-    lengths = iter(len(ids) for _, ids in requests)
+    if protocol == "paper":
+        requests = [paper_cut(c, e) for c, e in requests]
+    scores = iter(loglikelihoods(model, requests, batch_size, native=protocol == "paper"))
+    lengths = iter(max(len(ids), 1) for _, ids in requests)
     acc = acc_norm = 0
     for item in items:
         lps = [next(scores)[0] for _ in item["endings"]]
@@ -181,6 +195,11 @@ def run(argv):
         return run_harness(cfg, model, meta, device, dtype, out)
     encode = checked_encoder(meta, model.config.vocab_size)
     results = {}
+    if cfg.protocol == "paper" and cfg.dtype == "auto":  # its code loads the weights in bf16, no autocast
+        model.to(torch.bfloat16)
+        dtype = torch.float32
+    precision = str(next(model.parameters()).dtype if dtype == torch.float32 else dtype).removeprefix("torch.")
+    print(f"precision: {precision} {'weights' if dtype == torch.float32 else 'autocast'}")
     with autocast(device, dtype):
         for task in cfg.tasks:
             print(f"{task}: scoring ...", flush=True)
@@ -188,7 +207,13 @@ def run(argv):
             scores = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results[task].items())
             print(f"{task}: {scores}")
             # after each task: a failure in a later one keeps the scores already computed
-            record = {"init_from": cfg.init_from, "out_dir": cfg.out_dir, "protocol": cfg.protocol, "results": results}
+            record = {
+                "init_from": cfg.init_from,
+                "out_dir": cfg.out_dir,
+                "protocol": cfg.protocol,
+                "precision": precision,
+                "results": results,
+            }
             atomic_write_text(out, json.dumps(record, indent=1) + "\n")
     print(f"results: {out}")
 

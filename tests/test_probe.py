@@ -9,6 +9,7 @@ import torch
 from helpers import Successor, encode_chars
 
 import analyze_skip
+import scoring
 import checkpoint
 import importers
 import taskdata
@@ -239,7 +240,7 @@ def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
         args.append(f"--{task}_file={tmp_path / f'{task}.jsonl'}")
     zeroshot.main(args)
     written = json.loads((tmp_path / "eval.json").read_text())
-    assert written["protocol"] == "paper"
+    assert written["protocol"] == "paper" and written["precision"] == "bfloat16"  # its code's weights
     results = written["results"]
     assert results["lambada"]["n"] == 2 and results["hellaswag"]["n"] == 1 and results["wikitext"]["n"] == 1
     assert results["wikitext"]["ppl"] > 1 and 0 <= results["arc_easy"]["acc"] <= 1
@@ -247,6 +248,7 @@ def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
     zeroshot.main([*args, "--protocol=standard", "--tasks=hellaswag"])
     written = json.loads((tmp_path / "eval.json").read_text())
     assert written["protocol"] == "standard" and {"acc", "acc_norm"} <= set(written["results"]["hellaswag"])
+    assert written["precision"] == "float32"
 
     (tmp_path / "bad.jsonl").write_text(json.dumps({"sentence": "x"}) + "\n")
     (tmp_path / "cut.jsonl").write_text('{"text": "a b"}\n{"text": \n{"text": "c d"}\n')
@@ -356,3 +358,44 @@ def test_the_official_codes_edge_rows_are_skipped_and_counted_under_the_paper_pr
     assert zeroshot.multiple_choice(model, encode_chars, items, 2) == {"acc": 1.0, "n": 1, "skipped": 1}
     with pytest.raises(DataError, match="answerKey 'E' is not among the labels"):
         zeroshot.multiple_choice(model, encode_chars, items, 2, protocol="standard")
+
+
+def official_choice_scores(model, encode, context, endings):
+    """arXiv 2604.10791's evaluate_hellaswag / evaluate_arc_easy scoring, written out: the text tokenized
+    whole and cut to its first 512 tokens, one forward each, log_softmax and the sum in the logits' dtype,
+    over the tokens after the context's own length, divided by their number (at least 1)."""
+    scores = []
+    for ending in endings:
+        ids = torch.tensor(encode(context + ending)[:512])[None]
+        ctx_len = len(encode(context))
+        with torch.no_grad():
+            logits = model(ids)[0]
+        shift_logits, shift_labels = logits[0, ctx_len - 1 : -1], ids[0, ctx_len:]
+        lp = torch.log_softmax(shift_logits, dim=-1).gather(1, shift_labels[:, None]).squeeze(1)
+        scores.append(lp.sum().item() / max(len(shift_labels), 1))
+    return scores
+
+
+def test_the_paper_protocol_scores_choices_in_bf16_and_cuts_the_text_at_512_tokens():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=640, vocab_size=50304)).eval()
+    model.to(torch.bfloat16)  # as its code loads the weights
+    encode = gpt2_encoding().encode_ordinary
+    words = "the cat sat on a mat and then went out to see the dog in the park".split()
+    endings = [" " + " ".join(words[i : i + 9]) for i in range(4)]  # 10 tokens each
+    for n_ctx in (200, 505, 515):  # whole, cut inside the endings, cut before them
+        context = " ".join(words[i % len(words)] for i in range(n_ctx))
+        assert abs(len(encode(context)) - n_ctx) <= 1
+        reference = official_choice_scores(model, encode, context, endings)
+        expected = max(range(4), key=reference.__getitem__)
+        for label in range(4):
+            item = {"context": context, "endings": endings, "label": label}
+            got = zeroshot.multiple_choice(model, encode, [item], batch_size=4, protocol="paper")["acc"]
+            assert got == float(label == expected), (n_ctx, label, reference)
+        if n_ctx == 515:
+            assert reference == [0.0] * 4  # nothing of any ending is left: the first wins
+    requests = [(encode(" ".join(words[:5])), encode(e)) for e in endings]
+    native = [lp for lp, _ in scoring.loglikelihoods(model, requests, 4, native=True)]
+    widened = [lp for lp, _ in scoring.loglikelihoods(model, requests, 4)]
+    assert all(lp == torch.tensor(lp).bfloat16().item() for lp in native)  # rounded to bf16, as its sum is
+    assert native != widened
