@@ -9,9 +9,9 @@ import torch
 from helpers import Successor, encode_chars
 
 import analyze_skip
-import scoring
 import checkpoint
 import importers
+import scoring
 import taskdata
 import train
 import zeroshot
