@@ -214,7 +214,8 @@ class PreProjection(nn.Module):
 
 class LoRA(nn.Module):
     """The low-rank update (alpha / r) B A x of a frozen Linear (Hu et al. 2021). B starts at zero, so
-    adding LoRA leaves the model's function unchanged until B trains."""
+    adding LoRA leaves the model's function unchanged until B trains. Its weights may be float32 in a bfloat16
+    model (GPT.keep_adapters_float32, as PEFT keeps them): x is cast to them, the update back to x's dtype."""
 
     def __init__(self, d_in: int, d_out: int, rank: int, alpha: float):
         super().__init__()
@@ -224,7 +225,7 @@ class LoRA(nn.Module):
         self.scale = alpha / rank
 
     def forward(self, x):
-        return (x @ self.A.t()) @ self.B.t() * self.scale
+        return ((x.to(self.A.dtype) @ self.A.t()) @ self.B.t() * self.scale).to(x.dtype)
 
 
 class CausalSelfAttention(nn.Module):
@@ -380,6 +381,15 @@ class GPT(nn.Module):
         weights = sum(p.numel() for p in self.parameters() if p.dim() == 2) - sum(p.numel() for p in lookups)
         forward = 2 * weights + 4 * self.config.n_layer * seq_len * self.config.n_embd
         return 3 * forward if training else forward
+
+    def keep_adapters_float32(self) -> "GPT":
+        """LoRA's weights back to float32 after the model was cast to bfloat16: PEFT keeps adapters in float32
+        (autocast_adapter_dtype), so their updates and AdamW state do not round away. The pre-projection and
+        the skip follow the model's dtype, as arXiv 2604.10791's code casts them to their layer's."""
+        for m in self.modules():
+            if isinstance(m, LoRA):
+                m.float()
+        return self
 
     @staticmethod
     def is_added(name: str) -> bool:

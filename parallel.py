@@ -87,6 +87,9 @@ def shard(model, dtype: torch.dtype) -> None:
     if dtype != torch.float32:
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in model.transformer.h:
+        for adapter in (block.attn.lora_attn, block.attn.lora_proj):  # float32 in a bf16 block: a group of its own
+            if adapter is not None:
+                fully_shard(adapter, mp_policy=policy)
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
 

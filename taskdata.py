@@ -109,13 +109,15 @@ def wikitext_paper_rows(n_rows: int, min_chars: int, path: str | None = None) ->
     return out
 
 
-def wikitext_lines(split: str, min_chars: int, limit: int | None = None, path: str | None = None, option=None):
-    """The first `limit` (None: all) lines of a WikiText split with at least min_chars characters, stripped."""
+def wikitext_lines(
+    split: str, min_chars: int, limit: int | None = None, path: str | None = None, option=None, raw: bool = False
+):
+    """The first `limit` (None: all) lines of a WikiText split with at least min_chars characters once
+    stripped; stripped, or raw as the rows hold them (arXiv 2604.10791's probe trains on raw rows)."""
     out = []
     for row in rows("wikitext", path, split, option):
-        text = row["text"].strip()
-        if len(text) >= min_chars:
-            out.append(text)
+        if len(row["text"].strip()) >= min_chars:
+            out.append(row["text"] if raw else row["text"].strip())
             if len(out) == limit:
                 break
     return out

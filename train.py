@@ -309,7 +309,8 @@ class Trainer:
 
     def __init__(self, cfg, model_cfg, d: Dist, data: Data, model: GPT, ckpt, origin, run: RunDir, wandb):
         self.cfg, self.d, self.data, self.run, self.wandb = cfg, d, data, run, wandb
-        self.raw_model, self.origin = model.to(d.device, getattr(torch, cfg.param_dtype)), origin
+        self.raw_model = model.to(d.device, getattr(torch, cfg.param_dtype)).keep_adapters_float32()
+        self.origin = origin
         self.model_cfg = model.config
         self.block_size = model_cfg.block_size
         self.dtype = self.choose_dtype(model, ckpt)

@@ -1,6 +1,7 @@
-"""WikiText-103 for the frozen probe of arXiv 2604.10791: the first 2000 train lines longer than 50
-characters (train.bin) and the first 300 validation lines longer than 50 characters (val.bin), one
-EOS after each line, in the tokenizer of the model to be probed.
+"""WikiText-103 for the frozen probe of arXiv 2604.10791: the first 2000 train rows longer than 50
+characters once stripped (train.bin) and the first 300 such validation rows (val.bin), each as the raw row
+(its leading space and trailing newline kept, as the official code trains on sample["text"]), one EOS after
+each, in the tokenizer of the model to be probed.
 
 python data/wikitext/prepare.py                                                    # GPT-2 BPE
 python data/wikitext/prepare.py --tokenizer EleutherAI/pythia-160m --out_dir data/wikitext_pythia
@@ -43,7 +44,7 @@ def run(argv):
         ("val", "validation", args.val_file, args.val_lines),
     ):
         print(f"reading {split} lines ...", file=sys.stderr)
-        lines = wikitext_lines(hub_split, args.min_chars, n, path, option=f"--{split}_file")
+        lines = wikitext_lines(hub_split, args.min_chars, n, path, option=f"--{split}_file", raw=True)
         if len(lines) < n:
             print(
                 f"warning: {split} has {len(lines)} lines of >= {args.min_chars} characters, not {n}", file=sys.stderr
