@@ -38,6 +38,8 @@ IMPLEMENTATION = ("fused", "foreach", "capturable", "differentiable")  # optimiz
 class CheckpointError(UserError):
     """A checkpoint problem."""
 
+    every_rank = True
+
 
 class Damaged(CheckpointError):
     """A checkpoint that cannot be read whole: truncated, a shard missing, unsafe metadata."""

@@ -23,6 +23,8 @@ MAX_VOCAB = int(np.iinfo(DTYPE).max) + 1  # ids 0..65535
 class DataError(UserError):
     """A dataset problem."""
 
+    every_rank = True
+
 
 def prepare_command(data_dir: Path, force: bool = False) -> str:
     """How to (re)make a dataset: its own prepare.py if it has one, else any script that writes it."""

@@ -11,10 +11,13 @@ class UserError(Exception):
     names the fix. Every entry point catches it once, in cli_main, and exits non-zero with that line."""
 
     exit_code = 1
+    every_rank = False  # True: every process of a torchrun meets it alike (same config, data, files)
 
 
 class ConfigError(UserError):
     """A config problem."""
+
+    every_rank = True
 
 
 def cli_main(body, argv=None):
@@ -30,8 +33,8 @@ def cli_main(body, argv=None):
         print("error: interrupted (Ctrl-C)", file=sys.stderr)
         sys.exit(130)
     except UserError as e:
-        if isinstance(e, ConfigError) and os.environ.get("RANK", "0") != "0":
-            sys.exit(e.exit_code)  # under torchrun every rank reads the same config: rank 0 says it once
+        if e.every_rank and os.environ.get("RANK", "0") != "0":
+            sys.exit(e.exit_code)  # every rank read the same config, data or file: rank 0 says it once
         if e.exit_code == 1:
             sys.exit(f"error: {e}")
         print(f"error: {e}", file=sys.stderr)

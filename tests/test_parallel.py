@@ -356,3 +356,10 @@ def test_under_torchrun_a_config_error_is_said_once(char_data, tmp_path):
     assert errors == [
         "error: gradient_accumulation_steps=3 is not divisible by the 2 processes: make it a multiple of the world size"
     ]
+
+
+@pytest.mark.slow
+def test_fsdp_trains_float32_lora_adapters_on_a_bf16_model(char_data, tmp_path):
+    """FSDP2 shards a group's parameters in one dtype: LoRA's float32 adapters in bf16 blocks get their own."""
+    fsdp(char_data, tmp_path / "run", param_dtype="bfloat16", dtype="bfloat16", lora_rank=4, max_iters=2)
+    assert sorted(records(tmp_path / "run", "loss")) == [0, 1]
