@@ -23,7 +23,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from checkpoint import load_for_inference
 from scoring import checked_encoder, loglikelihoods
-from tokenizer import EOT, codec, tokenizer_vocab
+from tokenizer import codec, prefix_token, tokenizer_vocab
 
 
 class ProjectLM(LM):
@@ -34,8 +34,7 @@ class ProjectLM(LM):
         # Text the model cannot see (a character outside a character vocabulary) is a one-line error.
         self.encode = checked_encoder(meta, getattr(model.config, "vocab_size", self.vocab))
         self.decode = codec(meta)[1]
-        # The token that starts a text with no context: the tokenizer's end of text, else id 0.
-        self.prefix = meta.get("eos", EOT if meta["tokenizer"] == "gpt2" else 0)
+        self.prefix = prefix_token(meta)  # before a text with no context, as lm-eval's HFLM
 
     @classmethod
     def load(cls, init_from: str, out_dir: str, **kw) -> "ProjectLM":

