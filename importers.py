@@ -2,12 +2,15 @@
 Hugging Face directory, through transformers. Each importer maps the other model's config to GPTConfig
 fields and its state dict to our parameter names (the model keeps GPT-2's / nanoGPT's names)."""
 
+import json
 from pathlib import Path
 
 import torch
 
 import hub
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, width_ratio
+
+EXPORT_TYPE = "nlq_gpt"  # config.json's model_type of an export (hf/configuration_nlq.py)
 
 
 def is_pretrained_source(name: str) -> bool:
@@ -20,8 +23,11 @@ def is_pretrained_source(name: str) -> bool:
 
 def from_pretrained(name_or_path: str, **overrides) -> GPT:
     """GPT-2 ('gpt2' ... 'gpt2-xl') or GPT-NeoX / Pythia weights, by hub name or local HF directory,
-    through transformers. overrides may set fields the checkpoint has no say in (dropout, preproj,
-    content_skip, lora_rank, ...); the parameters they add keep their fresh initialisation."""
+    through transformers, or a directory this project exported (export.py --format=hf, read without its
+    code). overrides may set fields the checkpoint has no say in (dropout, preproj, content_skip,
+    lora_rank, ...); the parameters they add keep their fresh initialisation."""
+    if is_export(name_or_path):
+        return _from_export(Path(name_or_path), overrides)
     hub.offline()  # before transformers is imported: it reads the switch once
     from transformers import AutoModelForCausalLM
 
@@ -47,6 +53,51 @@ def from_pretrained(name_or_path: str, **overrides) -> GPT:
         for k, v in ours.items():
             if k in theirs:
                 v.copy_(theirs[k])
+    return model
+
+
+def is_export(path: str) -> bool:
+    """Whether path is a directory export.py --format=hf wrote (config.json's model_type)."""
+    try:
+        return json.loads((Path(path) / "config.json").read_text()).get("model_type") == EXPORT_TYPE
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _from_export(path: Path, overrides: dict) -> GPT:
+    """An export's model from config.json and model.safetensors alone: its modeling code is never run."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    c = json.loads((path / "config.json").read_text())
+    head_dim = c["n_embd"] // c["n_head"]
+    fields = dict(
+        **{k: c[k] for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_kv_head", "bias")},
+        **{k: c[k] for k in ("query_mode", "activation", "pos_embedding", "rope_base", "parallel_residual")},
+        norm_eps=c["norm_eps"],
+        query_hidden=c["query_hidden"] if c["query_mode"] == "residual_gelu" else None,
+        attn_scale=c["scale"],
+        mlp_ratio=width_ratio(c["mlp_hidden"], c["n_embd"]),
+        rotary_pct=c["rotary_dims"] / head_dim if c["pos_embedding"] == "rotary" else 1.0,
+        preproj=bool(c["preproj_hidden"]),
+        preproj_ratio=width_ratio(c["preproj_hidden"], c["n_embd"]) if c["preproj_hidden"] else 1.25,
+        content_skip=c["content_skip"],
+        tie_embeddings=c["tie_word_embeddings"],
+    )
+    model = GPT(GPTConfig(**{**fields, **overrides}))
+    try:
+        state = load_file(path / "model.safetensors")
+    except (OSError, SafetensorError) as e:
+        raise ValueError(f"cannot read {path / 'model.safetensors'}: {e}") from None
+    if c["tie_word_embeddings"]:
+        state.setdefault("lm_head.weight", state.get("transformer.wte.weight"))
+    missing = [k for k in model.state_dict() if k not in state and not GPT.is_added(k)]
+    if missing:
+        raise ValueError(f"{path} lacks weights for {missing[:4]}")
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            if k in state:
+                v.copy_(state[k])
     return model
 
 

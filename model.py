@@ -51,6 +51,15 @@ ACTIVATIONS = ("gelu", "gelu_tanh")
 POS_EMBEDDINGS = ("learned", "rotary")
 
 
+def width_ratio(hidden: int, d: int) -> float:
+    """The ratio r with int(r * d) == hidden, for fields that give a width as a multiple of n_embd (a plain
+    hidden / d can land one below after rounding)."""
+    ratio = hidden / d
+    while int(ratio * d) < hidden:
+        ratio = math.nextafter(ratio, math.inf)
+    return ratio
+
+
 @dataclass
 class GPTConfig:
     block_size: Annotated[int, At(1)] = 1024  # context length in tokens

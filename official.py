@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from errors import UserError
+from model import width_ratio
 from safe_load import torch_load
 
 MODES = {"original": "linear", "identity": "identity", "residual": "residual", "residual_gelu": "residual_gelu"}
@@ -64,9 +65,6 @@ def model_fields(model_args: dict, path) -> dict:
     d, hidden = a["n_embd"], a["mlp_hidden_size"]
     if not all(isinstance(a[k], int) and a[k] > 0 for k in ("n_embd", "num_heads", "mlp_hidden_size", "n_layer")):
         raise OfficialError(f"{path}: n_embd, num_heads, n_layer and mlp_hidden_size must be positive integers")
-    ratio = hidden / d
-    while int(ratio * d) < hidden:  # our MLP width is int(ratio * n_embd): never one short by rounding
-        ratio = math.nextafter(ratio, math.inf)
     return dict(
         block_size=a["block_size"],
         vocab_size=a["vocab_size"],
@@ -77,7 +75,7 @@ def model_fields(model_args: dict, path) -> dict:
         bias=a["bias"],
         query_mode=MODES[a["query_mode"]],
         attn_scale=float(a["scale"]),
-        mlp_ratio=ratio,
+        mlp_ratio=width_ratio(hidden, d),
         tie_embeddings=a["tie_weights"],
         activation="gelu",  # nn.GELU() and F.gelu: exact
         norm_eps=1e-5,  # its LayerNorm and RMSNorm

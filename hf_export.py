@@ -1,0 +1,208 @@
+"""A model of this project as a Hugging Face directory that transformers, lm-eval and the Hub load.
+
+Two forms (export.py --format):
+- 'hf': any model, as weights (model.safetensors), config.json with an auto_map, generation_config.json,
+  the tokenizer, and the modeling code (hf/configuration_nlq.py, hf/modeling_nlq.py: a second
+  implementation of model.py, kept equal by tests/test_export.py). transformers loads it with
+  trust_remote_code=True; this project loads it back (importers.py) from config.json and the weights alone,
+  running none of the code.
+- 'gpt2': a plain GPT2LMHeadModel, no remote code, for a model GPT-2 can express (linear queries, learned
+  positions, one K/V head per query head, sequential blocks, GPT-2's softmax scale, no pre-projection or
+  skip); anything else is refused in one line naming what.
+LoRA is merged into the weights it adapts (W + (alpha / r) B A) in both. The directory is written beside
+the destination and renamed into place, so a failure leaves no half-written export.
+"""
+
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from errors import UserError
+from model import GPT, LoRA
+
+HERE = Path(__file__).resolve().parent
+MODELING = ("configuration_nlq.py", "modeling_nlq.py")  # in hf/, copied into every 'hf' export
+FORMATS = ("hf", "gpt2")
+
+
+class ExportError(UserError):
+    """A model or destination the export cannot serve."""
+
+
+def merged_state(model: GPT) -> dict:
+    """The model's weights with every LoRA folded into the projection it adapts, float32, LoRA keys gone."""
+    state = {k: v.detach().float().clone() for k, v in model.state_dict().items() if ".lora_" not in k}
+    for name, module in model.named_modules():
+        if isinstance(module, LoRA):
+            target = name.replace("lora_attn", "c_attn").replace("lora_proj", "c_proj") + ".weight"
+            state[target] += module.scale * (module.B.float() @ module.A.float())
+    return state
+
+
+def nlq_config(model: GPT, meta: dict) -> dict:
+    """config.json's model fields for hf/configuration_nlq.py, every derived width resolved to a number."""
+    c = model.config
+    return dict(
+        vocab_size=c.vocab_size,
+        block_size=c.block_size,
+        n_layer=c.n_layer,
+        n_head=c.n_head,
+        n_embd=c.n_embd,
+        n_kv_head=c.kv_heads,
+        bias=c.bias,
+        query_mode=c.query_mode,
+        query_hidden=c.query_hidden or c.n_embd // 2,
+        scale=c.scale,
+        mlp_hidden=c.mlp_hidden,
+        activation=c.activation,
+        pos_embedding=c.pos_embedding,
+        rotary_dims=c.rotary_dims if c.pos_embedding == "rotary" else 0,
+        rope_base=c.rope_base,
+        parallel_residual=c.parallel_residual,
+        norm_eps=c.norm_eps,
+        preproj_hidden=int(c.preproj_ratio * c.n_embd) if c.preproj else 0,
+        content_skip=c.content_skip,
+        tie_word_embeddings=c.tie_embeddings,
+        **special_tokens(meta),
+    )
+
+
+def gpt2_blockers(model: GPT) -> list[str]:
+    """What a plain GPT-2 cannot express in this model."""
+    c = model.config
+    checks = {
+        f"query_mode={c.query_mode!r}": c.query_mode != "linear",
+        "pos_embedding='rotary'": c.pos_embedding != "learned",
+        f"n_kv_head={c.n_kv_head}": c.kv_heads != c.n_head,
+        "parallel_residual=True": c.parallel_residual,
+        "preproj=True": c.preproj,
+        "content_skip=True": c.content_skip,
+        # a linear query at another softmax scale than GPT-2's (the other modes' halved scale goes with them)
+        f"attn_scale={c.attn_scale}": c.query_mode == "linear"
+        and not math.isclose(c.scale, 1 / math.sqrt(c.head_dim), rel_tol=1e-12),
+    }
+    return [name for name, blocked in checks.items() if blocked]
+
+
+def special_tokens(meta: dict) -> dict:
+    """bos / eos ids of the run's tokenizer (GPT-2 BPE: both <|endoftext|>); none for a character vocabulary."""
+    from tokenizer import EOT, hf_tokenizer
+
+    if meta["tokenizer"] == "gpt2":
+        return {"bos_token_id": EOT, "eos_token_id": EOT}
+    if meta["tokenizer"] == "hf":
+        tok = hf_tokenizer(meta["name"])
+        return {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
+    return {}
+
+
+def save_tokenizer(meta: dict, directory: Path) -> None:
+    """The run's tokenizer as transformers files: GPT-2's BPE (from the packaged files, offline), or the
+    pretrained model's own. A character vocabulary is refused: say so before anything is written."""
+    import transformers
+
+    from tokenizer import gpt2_encoding, gpt2_files, hf_tokenizer
+
+    if meta["tokenizer"] == "gpt2":
+        gpt2_encoding()  # the packaged files checked against tiktoken's hashes
+        vocab, merges = gpt2_files()
+        transformers.GPT2Tokenizer(vocab=str(vocab), merges=str(merges)).save_pretrained(directory)
+    else:
+        hf_tokenizer(meta["name"]).save_pretrained(directory)
+
+
+def check_exportable(model: GPT, meta: dict, fmt: str) -> None:
+    if meta["tokenizer"] == "char":
+        raise ExportError(
+            "a character-level run has no transformers tokenizer to ship with it: export a run trained on "
+            "GPT-2 BPE or a pretrained model's tokenizer (its weights are in its ckpt.pt)"
+        )
+    blockers = gpt2_blockers(model) if fmt == "gpt2" else []
+    if blockers:
+        raise ExportError(f"GPT-2 cannot express {', '.join(blockers)}: export with --format=hf instead")
+
+
+def check_destination(dest: Path) -> None:
+    """dest does not exist or is an empty directory, and its parent is writable: checked before any work."""
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ExportError(f"--dest={dest} exists and is not an empty directory: choose a new one")
+    parent = dest.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ExportError(f"--dest={dest}: its directory {parent} does not exist or is not writable")
+
+
+def export(model: GPT, meta: dict, dest, fmt: str = "hf") -> Path:
+    """Write model (with its tokenizer meta) as a Hugging Face directory at dest; returns dest."""
+    dest = Path(dest)
+    check_destination(dest)
+    check_exportable(model, meta, fmt)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.resolve().parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the export private
+    try:
+        (write_gpt2 if fmt == "gpt2" else write_nlq)(model, meta, tmp)
+        save_tokenizer(meta, tmp)
+        if dest.exists():
+            dest.rmdir()
+        os.replace(tmp, dest)
+    except OSError as e:
+        raise ExportError(f"cannot write {dest} ({e.strerror or e}): free space or choose another --dest") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def write_nlq(model: GPT, meta: dict, directory: Path) -> None:
+    from hf.configuration_nlq import NLQConfig
+    from hf.modeling_nlq import NLQForCausalLM
+
+    config = NLQConfig(**nlq_config(model, meta))
+    config.auto_map = {
+        "AutoConfig": "configuration_nlq.NLQConfig",
+        "AutoModelForCausalLM": "modeling_nlq.NLQForCausalLM",
+    }
+    config.architectures = ["NLQForCausalLM"]
+    hf = NLQForCausalLM(config)
+    hf.load_state_dict(merged_state(model), strict=True)
+    hf.generation_config.use_cache = False  # the exported model has no KV cache
+    hf.save_pretrained(directory)
+    for name in MODELING:
+        shutil.copy(HERE / "hf" / name, directory / name)
+
+
+def write_gpt2(model: GPT, meta: dict, directory: Path) -> None:
+    """GPT-2's layout: Conv1D weights (in, out), biases everywhere (zero where this model has none)."""
+    import transformers
+
+    c = model.config
+    config = transformers.GPT2Config(
+        vocab_size=c.vocab_size,
+        n_positions=c.block_size,
+        n_embd=c.n_embd,
+        n_layer=c.n_layer,
+        n_head=c.n_head,
+        n_inner=c.mlp_hidden,
+        activation_function="gelu" if c.activation == "gelu" else "gelu_new",
+        layer_norm_epsilon=c.norm_eps,
+        tie_word_embeddings=c.tie_embeddings,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        **special_tokens(meta),
+    )
+    hf = transformers.GPT2LMHeadModel(config)
+    ours = merged_state(model)
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    with torch.no_grad():
+        for name, p in hf.named_parameters():  # parameters only: GPT-2's attn.bias buffer is its causal mask
+            if name in ours:
+                p.copy_(ours[name].t() if name.endswith(conv1d) else ours[name])
+            else:  # a bias this model was built without
+                assert name.endswith(".bias"), name
+                p.zero_()
+    hf.save_pretrained(directory)

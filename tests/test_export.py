@@ -1,0 +1,181 @@
+"""export.py --format=hf / gpt2: the Hugging Face directory loads in transformers with this project's logits
+and greedy tokens, in lm-eval with the harness adapter's numbers, and back into this project."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from helpers import error_of, tiny_args
+
+import export
+import hf_export
+import importers
+import train
+from dataset import write_dataset
+from model import GPT, GPTConfig, LoRA
+from tokenizer import gpt2_encoding
+
+transformers = pytest.importorskip("transformers")
+
+TINY = dict(n_layer=2, n_head=4, n_embd=32, block_size=64, vocab_size=50304)
+SHAPES = {  # every query mode (a new one too: the export's own code must learn it), every option at least once
+    **{mode: dict(query_mode=mode) for mode in QUERY_MODES},
+    "rotary_gqa_parallel_untied_bias": dict(
+        query_mode="residual_gelu",
+        pos_embedding="rotary",
+        rotary_pct=0.5,
+        n_kv_head=2,
+        parallel_residual=True,
+        tie_embeddings=False,
+        bias=True,
+        activation="gelu_tanh",
+    ),  # fmt: skip
+    "probe_lora": dict(query_mode="linear", preproj=True, content_skip=True, lora_rank=3),
+    "nlq_probe_lora_rotary": dict(
+        query_mode="residual_gelu", preproj=True, content_skip=True, lora_rank=2, pos_embedding="rotary"
+    ),
+}
+
+
+def model_of(**kw):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY, **kw)).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, LoRA):  # a trained adapter: B no longer zero, so merging it matters
+                m.B.normal_(std=0.05)
+        for name, p in model.named_parameters():
+            if name.endswith(".bias") or ".skip." in name:
+                p.normal_(std=0.05)  # nonzero biases and skip: wrong names would show
+    return model
+
+
+def greedy(model_fn, x, n):
+    for _ in range(n):
+        x = torch.cat([x, model_fn(x)[:, -1:].argmax(-1)], dim=1)
+    return x
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_an_hf_export_gives_this_models_logits_tokens_and_round_trip(tmp_path, shape):
+    model = model_of(**SHAPES[shape])
+    hf_export.export(model, {"tokenizer": "gpt2"}, tmp_path / "hf")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
+    x = torch.randint(0, 50257, (2, 48), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x).logits, model(x)[0], atol=1e-5, rtol=0)
+        prompt = x[:1, :6]
+        ours = model.generate(prompt, 10, temperature=0)
+        theirs = loaded.generate(prompt, max_new_tokens=10, do_sample=False, attention_mask=torch.ones_like(prompt))
+        assert torch.equal(theirs, ours)
+        again = importers.from_pretrained(str(tmp_path / "hf")).eval()  # no code of the export is run
+        torch.testing.assert_close(again(x)[0], loaded(x).logits, atol=1e-5, rtol=0)
+    assert not any(".lora_" in k for k in again.state_dict())  # merged on the way out
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    text = "Queries need not be linear, said the paper."
+    assert tok(text)["input_ids"] == gpt2_encoding().encode_ordinary(text)
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"]
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(tie_embeddings=False, lora_rank=2, activation="gelu_tanh")])
+def test_a_linear_model_exports_as_a_plain_gpt2(tmp_path, kw):
+    model = model_of(**kw)
+    hf_export.export(model, {"tokenizer": "gpt2"}, tmp_path / "gpt2", fmt="gpt2")
+    loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "gpt2").eval()
+    assert not list((tmp_path / "gpt2").glob("*.py"))  # no remote code
+    x = torch.randint(0, 50257, (2, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x).logits, model(x)[0], atol=1e-5, rtol=0)
+        assert torch.equal(greedy(lambda t: loaded(t).logits, x[:1, :5], 8), model.generate(x[:1, :5], 8, 0))
+
+
+@pytest.mark.parametrize(
+    "kw,named",
+    [
+        (dict(query_mode="residual_gelu"), "query_mode='residual_gelu'"),
+        (dict(pos_embedding="rotary"), "pos_embedding='rotary'"),
+        (dict(n_kv_head=1), "n_kv_head=1"),
+        (dict(preproj=True, attn_scale=0.3), "preproj=True, attn_scale=0.3"),
+    ],
+)
+def test_what_gpt2_cannot_express_is_refused_in_one_line(tmp_path, kw, named):
+    with pytest.raises(hf_export.ExportError, match=f"GPT-2 cannot express {named}: export with --format=hf"):
+        hf_export.export(model_of(**kw), {"tokenizer": "gpt2"}, tmp_path / "x", fmt="gpt2")
+    assert os.listdir(tmp_path) == []  # nothing written, not even a temporary directory
+
+
+@pytest.fixture(scope="module")
+def bpe_run(tmp_path_factory):
+    """A tiny run on GPT-2 BPE data, trained by train.py (one process, sharded format), and its data."""
+    root = tmp_path_factory.mktemp("bpe")
+    enc = gpt2_encoding()
+    text = " ".join(f"The {w} sat on the mat and looked at the {v}." for w in ("cat", "dog", "owl") for v in "abcdefg")
+    ids = np.array(enc.encode_ordinary(text * 20), dtype=np.int64)
+    meta = {"tokenizer": "gpt2", "vocab_size": 50257}
+    write_dataset(root / "data", {"train": [ids[: len(ids) * 9 // 10]], "val": [ids[len(ids) * 9 // 10 :]]}, meta)
+    args = tiny_args(root / "data", root / "run", vocab_size=50304, query_mode="residual_gelu", max_iters=4)
+    train.main([*args, "--parallelism=fsdp"])  # one process: the sharded format
+    return root
+
+
+def test_export_cli_from_a_sharded_run_and_its_refusals(bpe_run, tmp_path):
+    run = bpe_run / "run"
+    export.main([f"--out_dir={run}", "--format=hf", f"--dest={tmp_path / 'hf'}"])
+    model = importers.from_pretrained(str(tmp_path / "hf"))
+    assert model.config.query_mode == "residual_gelu"
+    cases = [
+        ([f"--out_dir={tmp_path / 'nothing'}", "--format=hf", f"--dest={tmp_path / 'a'}"], "holds no checkpoint"),
+        ([f"--out_dir={run}", "--format=hf", f"--dest={tmp_path / 'hf'}"], "exists and is not an empty directory"),
+        ([f"--out_dir={run}", "--format=hf", f"--dest={tmp_path / 'no' / 'such' / 'x'}"], "does not exist"),
+        ([f"--out_dir={run}", "--format=hf"], "pass --dest=DIR"),
+        ([f"--out_dir={run}", "--format=gpt2", f"--dest={tmp_path / 'g'}"], "GPT-2 cannot express query_mode"),
+    ]
+    before = sorted(os.listdir(tmp_path))
+    for argv, words in cases:
+        assert words in error_of(argv, main=export.main), argv
+    assert sorted(os.listdir(tmp_path)) == before  # nothing half-written
+
+
+def test_a_character_level_run_is_refused_in_one_line(char_data, tmp_path):
+    train.main(tiny_args(char_data, tmp_path / "run", max_iters=2))
+    message = error_of([f"--out_dir={tmp_path / 'run'}", "--format=hf", f"--dest={tmp_path / 'x'}"], main=export.main)
+    assert "character-level run has no transformers tokenizer" in message and not (tmp_path / "x").exists()
+
+
+def test_lm_eval_on_the_export_gives_the_harness_adapters_numbers(bpe_run, tmp_path):
+    """lm-eval's own 'hf' model on the export, against zeroshot.py --harness on the run itself."""
+    pytest.importorskip("accelerate")
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    import zeroshot
+
+    export.main([f"--out_dir={bpe_run / 'run'}", "--format=hf", f"--dest={tmp_path / 'hf'}"])
+    rows = [{"context": "The cat sat on the", "endings": [" mat", " dog", " owl"], "label": 0}] * 2
+    (tmp_path / "mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "roll.jsonl").write_text(json.dumps({"text": "The owl sat on the mat and looked at the g."}) + "\n")
+    for name, kind, fields, metric in [
+        ("x_mc", "multiple_choice", "doc_to_text: context\ndoc_to_choice: endings\ndoc_to_target: label\n", "acc"),
+        ("x_roll", "loglikelihood_rolling", 'doc_to_text: ""\ndoc_to_target: text\n', "word_perplexity"),
+    ]:
+        (tmp_path / f"{name}.yaml").write_text(
+            f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / name[2:]}.jsonl\n"
+            f"test_split: test\noutput_type: {kind}\n{fields}metric_list:\n  - metric: {metric}\n"
+        )
+    theirs = lm_eval.simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={tmp_path / 'hf'},trust_remote_code=True",
+        tasks=["x_mc", "x_roll"],
+        task_manager=TaskManager(include_path=str(tmp_path)),
+        device="cpu",
+    )["results"]
+    out = tmp_path / "h.json"
+    zeroshot.main(
+        [f"--out_dir={bpe_run / 'run'}", "--harness=x_mc,x_roll", f"--harness_include={tmp_path}", f"--out={out}"]
+        + ["--device=cpu", "--dtype=float32"]
+    )
+    ours = json.loads(out.read_text())["results"]
+    assert ours["x_mc"]["acc,none"] == theirs["x_mc"]["acc,none"]
+    assert ours["x_roll"]["word_perplexity,none"] == pytest.approx(theirs["x_roll"]["word_perplexity,none"], rel=1e-5)
