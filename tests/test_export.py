@@ -14,7 +14,7 @@ import hf_export
 import importers
 import train
 from dataset import write_dataset
-from model import GPT, GPTConfig, LoRA
+from model import GPT, QUERY_MODES, GPTConfig, LoRA
 from tokenizer import gpt2_encoding
 
 transformers = pytest.importorskip("transformers")
