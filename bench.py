@@ -34,7 +34,7 @@ from errors import ConfigError
 from hardware import peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
 from sample import decoding_precision
-from train import OptimizerStep, TrainConfig
+from train import DeviceBatches, OptimizerStep, TrainConfig
 
 ARMS = (*QUERY_MODES, "wide_mlp")  # wide_mlp: linear queries, mlp_ratio 4.75 (model.GPTConfig reads the name)
 
@@ -105,7 +105,7 @@ class Subject:
     def train_step(self):
         """train.py's optimizer step (AdamW with its decay groups, clipping, the divergence guard) on a fixed
         random batch, one micro-batch per process."""
-        self.step(self.it, lambda micro: (self.x, self.x))
+        self.step(self.it, DeviceBatches(lambda micro: (self.x, self.x), self.device))
         self.it += 1
 
     @torch.no_grad()

@@ -17,15 +17,18 @@ import torch
 from atomic import atomic_write_text
 from errors import ConfigError, UserError
 
-GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, FLOP/s); more specific names first
+GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, dense FLOP/s); more specific names first
     ("H100 PCIe", 756e12),
+    ("H100 NVL", 835e12),
     ("H100", 989e12),
     ("GH200", 989e12),
+    ("H200 NVL", 835e12),
     ("H200", 989e12),
     ("B200", 2250e12),
     ("A100", 312e12),
     ("A10G", 70e12),
     ("L40S", 362e12),
+    ("L40", 181e12),
     ("L4", 121e12),
     ("RTX 4090", 165e12),
     ("RTX 3090", 71e12),

@@ -259,6 +259,29 @@ class DivergenceGuard:
         return bad if bad >= 0 else None
 
 
+class DeviceBatches:
+    """One step's micro-batches on the device: batches(micro) -> (x, y). On a GPU a host batch is staged in
+    pinned memory and copied asynchronously (a copy from pageable memory may wait for the device), and
+    prefetch(micro) reads and stages a micro-batch while the device still computes the one before it."""
+
+    def __init__(self, read, device):
+        self.read, self.device, self.staged = read, device, {}  # read(micro) -> (x, y) anywhere
+        self.pin = torch.device(device).type == "cuda"
+
+    def prefetch(self, micro: int) -> None:
+        if micro not in self.staged:
+            self.staged[micro] = self.stage(micro)
+
+    def __call__(self, micro: int):
+        return self.staged.pop(micro) if micro in self.staged else self.stage(micro)
+
+    def stage(self, micro: int):
+        x, y = self.read(micro)
+        if self.pin and x.device.type == "cpu":
+            x, y = x.pin_memory(), y.pin_memory()
+        return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+
 class OptimizerStep:
     """One optimizer step as training takes it (train.py's loop, and bench.py's timing of it): the step's
     learning rate and dropout seed, gradient accumulation over the micro-batches with the gradients crossing
@@ -275,7 +298,7 @@ class OptimizerStep:
         self.accum = cfg.gradient_accumulation_steps // d.world_size
 
     def __call__(self, it: int, batch) -> torch.Tensor:
-        """batch(micro) -> (x, y) on the device, for micro in range(accum)."""
+        """batch: the step's DeviceBatches; micro-batch m + 1 is staged while m computes."""
         lr = lr_at(it, self.cfg)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -287,6 +310,8 @@ class OptimizerStep:
             last = micro == self.accum - 1  # gradients cross processes once, on the last micro-step
             with self.ctx, parallel.micro_step(self.model, self.cfg, self.d.enabled, last):
                 _, loss = self.model(x, y)
+                if not last:  # queued on a GPU: the host reads the next micro-batch meanwhile
+                    batch.prefetch(micro + 1)
                 self.scaler.scale(loss / self.accum).backward()
             loss_sum += loss.detach().float()
         self.scaler.unscale_(self.optimizer)
@@ -475,16 +500,13 @@ class Trainer:
         """One optimizer step on step it's batch; returns the mean loss and gradient norm (no host sync)."""
         return self.optimizer_step(it, self.batch(it))
 
-    def batch(self, it: int):
-        """Step it's micro-batches of this rank, on the device: micro -> (x, y)."""
+    def batch(self, it: int) -> DeviceBatches:
+        """Step it's micro-batches of this rank, on the device."""
+        return DeviceBatches(
+            lambda micro: self.data.batches.get(it, micro, self.d.rank, self.d.world_size), self.d.device
+        )
 
-        def get(micro):
-            x, y = self.data.batches.get(it, micro, self.d.rank, self.d.world_size)
-            return x.to(self.d.device, non_blocking=True), y.to(self.d.device, non_blocking=True)
-
-        return get
-
-    def log_step(self, it: int, stats: torch.Tensor, seconds_per_step: float | None) -> None:
+    def log_step(self, it: int, stats: torch.Tensor, seconds_per_step: float | None, fingerprint: str | None):
         """The step's record and console line: the one place the loop reads numbers back from the device."""
         loss, norm, last = stats.tolist()
         self.stop_if_diverged()
@@ -494,8 +516,8 @@ class Trainer:
         rec["mfu"] = None
         if seconds_per_step and self.peak:
             rec["mfu"] = self.flops_per_step / seconds_per_step / (self.peak * self.d.world_size)
-        if self.d.master:
-            rec["fingerprint"] = self.data.batches.fingerprint(it)
+        if fingerprint is not None:
+            rec["fingerprint"] = fingerprint
         self.record(rec)
         if seconds_per_step:
             eta = format_eta(seconds_per_step * (self.cfg.max_iters - it - 1))
@@ -526,6 +548,8 @@ class Trainer:
                 break
             stats = self.train_step(it)
             if it % cfg.log_interval == 0:
+                # Host work while a GPU still runs the step just queued, before the sync below.
+                fingerprint = self.data.batches.fingerprint(it) if self.d.master else None
                 if self.d.device_type == "cuda":
                     torch.cuda.synchronize(self.d.device)
                 now = time.perf_counter()
@@ -533,7 +557,7 @@ class Trainer:
                 if clock is not None and clock[1] >= self.start + 2:
                     per_step = (now - clock[0]) / (it - clock[1])
                     smoothed = per_step if smoothed is None else 0.8 * smoothed + 0.2 * per_step
-                self.log_step(it, stats, smoothed if per_step else None)
+                self.log_step(it, stats, smoothed if per_step else None, fingerprint)
                 clock = (time.perf_counter(), it)
             it += 1
             self.step = it

@@ -13,6 +13,7 @@ from helpers import tiny_args
 import bench
 import bench_data
 import checkpoint
+import hardware
 import sample
 import train
 import zeroshot
@@ -166,3 +167,21 @@ def test_a_cpu_peak_is_measured_once_per_machine(tmp_path, monkeypatch):
     assert first[0] == second[0] == 1.5e11 and "cached" in first[1]
     assert list(json.loads((tmp_path / "nonlinear-queries" / "cpu_peak.json").read_text()).values()) == [1.5e11]
     assert hardware.peak_flops("cpu", torch.float32)[0] == 9e11  # bench measures anew, each round
+
+
+@pytest.mark.parametrize(
+    "name,peak",  # dense bf16 tensor FLOP/s from the data sheets (their sparsity figures halved)
+    [
+        ("NVIDIA H100 80GB HBM3", 989e12),
+        ("NVIDIA H100 NVL", 835e12),
+        ("NVIDIA H100 PCIe", 756e12),
+        ("NVIDIA H200", 989e12),
+        ("NVIDIA L40", 181e12),
+        ("NVIDIA L40S", 362e12),
+        ("NVIDIA L4", 121e12),
+    ],
+)
+def test_gpu_peaks_match_the_most_specific_name(monkeypatch, name, peak):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    assert hardware.peak_flops("cuda", torch.bfloat16) == (peak, f"{name} data sheet")
+    assert hardware.peak_flops("cuda", torch.float32)[0] == peak / 2  # TF32

@@ -331,3 +331,22 @@ def test_dtype_auto_is_measured_once_and_kept_by_a_resume(data_dir, tmp_path, mo
     assert calls == [1] and checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16"
     train.main(tiny_args(data_dir, tmp_path / "fixed", dtype="float32", max_iters=2))
     assert calls == [1] and checkpoint.load(tmp_path / "fixed" / "ckpt.pt")["dtype"] == "float32"
+
+
+def test_device_batches_read_each_micro_batch_once_and_in_order():
+    """The prefetch reads micro-batch m + 1 while m computes; each is read once and handed out as read."""
+    reads = []
+
+    def read(micro):
+        reads.append(micro)
+        return torch.full((2, 3), micro), torch.full((2, 3), -micro)
+
+    batches = train.DeviceBatches(read, "cpu")
+    got = []
+    for micro in range(4):
+        x, y = batches(micro)
+        got.append((int(x[0, 0]), int(y[0, 0])))
+        if micro < 3:
+            batches.prefetch(micro + 1)
+            batches.prefetch(micro + 1)  # twice: still read once
+    assert got == [(m, -m) for m in range(4)] and reads == [0, 1, 2, 3] and not batches.staged
