@@ -7,7 +7,8 @@ one micro-batch's forward runs on the meta device (shapes only, no memory, no ar
 tensors autograd saves for the backward are added up, each storage once. On the meta device attention
 falls back to its math form, which saves the T x T probabilities; the fused kernels that GPUs and CPUs
 run keep a log-sum-exp per row instead, which is what is counted. The peak adds what the backward
-holds on top: the logits' gradient, or, with activation checkpointing, one block recomputed.
+holds on top: one chunk of the head's logits (GPT.head_loss), or, with activation checkpointing, one block
+recomputed.
 """
 
 from dataclasses import replace
@@ -17,7 +18,7 @@ import torch
 
 import parallel
 from errors import ConfigError
-from model import GPT
+from model import GPT, LOSS_CHUNK
 
 GiB = 2**30
 
@@ -78,9 +79,13 @@ def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointi
         model = GPT(model_cfg).to(dtype)
     T, d = model_cfg.block_size, model_cfg.n_embd
     full = saved_bytes(model, batch_size, T)
-    logits_grad = batch_size * T * model_cfg.vocab_size * 4  # the loss's gradient is float32
+    # The head and loss (GPT.head_loss) hold one chunk of logits at a time, never all of them: its logits (in
+    # the compute dtype and in float32), their log-softmax and their gradient, in the forward and again in
+    # the backward, where it is recomputed.
+    extra = dtype.itemsize if dtype != torch.float32 else 0
+    head = min(batch_size * T, LOSS_CHUNK) * model_cfg.vocab_size * (3 * 4 + extra)
     if not checkpointing:
-        return {"saved": full, "peak": full + logits_grad}
+        return {"saved": full, "peak": full + head}
     one_block = saved_bytes(_truncated(model_cfg, dtype, 2), batch_size, T) - saved_bytes(
         _truncated(model_cfg, dtype, 1), batch_size, T
     )
@@ -90,7 +95,7 @@ def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointi
     # arriving at it (inside the block, ops free their saved tensors about as fast as they make gradients).
     blocks_in = model_cfg.n_layer * batch_size * T * d * dtype.itemsize
     incoming = batch_size * T * d * 4
-    return {"saved": kept, "peak": max(kept + logits_grad, blocks_in + one_block + incoming)}
+    return {"saved": kept, "peak": max(kept + head, blocks_in + one_block + incoming)}
 
 
 def _truncated(model_cfg, dtype, n_layer: int):

@@ -20,6 +20,7 @@ from typing import Annotated
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from cpu_linear import Linear
 from domains import At, OneOf, check
@@ -44,6 +45,7 @@ QUERY_MODES = {
     "residual": QueryMode(linear_q=True, mlp=False, half_scale=True, query=lambda x, xw, f: x + xw),
     "residual_gelu": QueryMode(linear_q=False, mlp=True, half_scale=True, query=lambda x, xw, f: x + f(x)),
 }
+LOSS_CHUNK = 2048  # tokens per chunk of the head and its loss (GPT.head_loss)
 WIDE_MLP_RATIO = 4.75  # the paper's wide-MLP arm: 4.75 d = 3648 hidden units at d = 768
 # Fields a pretrained import takes from the config; a checkpoint's weights fix every other field.
 PROBE_FIELDS = ("dropout", "preproj", "preproj_ratio", "content_skip", "skip_init_std", "lora_rank", "lora_alpha")
@@ -407,9 +409,9 @@ class GPT(nn.Module):
         return any(part in ("preproj", "skip", "lora_attn", "lora_proj") for part in name.split("."))
 
     def forward(self, idx, targets=None, cache: KVCache | None = None, last_only: bool = False):
-        """Logits (B, T, vocab), or (B, 1, vocab) with last_only; and the mean cross-entropy against
-        targets (ignore_index -1) when targets are given. With a cache, idx continues the cached
-        sequence at position cache.pos."""
+        """(logits, loss). Without targets: logits (B, T, vocab), or (B, 1, vocab) with last_only, and None.
+        With targets: None and the mean cross-entropy (ignore_index -1), computed by head_loss without the
+        whole logits ever existing. With a cache, idx continues the cached sequence at position cache.pos."""
         B, T = idx.shape
         pos = cache.pos if cache is not None else 0
         limit = cache.capacity if cache is not None else self.config.block_size
@@ -427,13 +429,25 @@ class GPT(nn.Module):
         x = self.transformer.ln_f(x)
         if cache is not None:
             cache.pos += T
+        if targets is not None:
+            return None, self.head_loss(x, targets)
         if last_only:
             x = x[:, -1:, :]
-        logits = self.lm_head(x)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits, loss
+        return self.lm_head(x), None
+
+    def head_loss(self, x, targets, chunk: int = LOSS_CHUNK):
+        """The mean cross-entropy of lm_head(x) against targets, chunk tokens at a time: each chunk's logits
+        (and their float32 copy and gradient) exist only while that chunk is computed, in the forward and
+        again in the backward (recomputed), instead of B x T x vocab of them at once (2.5 GB in float32 for
+        a GPT-2 micro-batch of 12 x 1024)."""
+        x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
+        total = torch.zeros((), device=x.device)
+        for i in range(0, len(targets), chunk):
+            total = total + checkpoint(self._loss_sum, x[i : i + chunk], targets[i : i + chunk], use_reentrant=False)
+        return total / (targets != -1).sum()
+
+    def _loss_sum(self, x, targets):
+        return F.cross_entropy(self.lm_head(x).float(), targets, ignore_index=-1, reduction="sum")
 
     @torch.no_grad()
     def generate(

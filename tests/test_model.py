@@ -427,3 +427,32 @@ def test_mlp_width_ablation_arms_have_the_official_widths(name, hidden):
     assert model_cfg.query_mode == "linear" and model_cfg.mlp_hidden == hidden
     with torch.device("meta"):
         assert GPT(model_cfg).num_params() == expected_non_embedding_params(768, 12, hidden, "linear")
+
+
+@pytest.mark.parametrize("mode", sorted(QUERY_MODES))
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_chunked_head_loss_equals_the_whole_logits_cross_entropy(mode, tied):
+    """forward(idx, targets) never holds all logits (model.LOSS_CHUNK tokens at a time): its loss and every
+    gradient equal F.cross_entropy over the whole logits, computed here, to float32 rounding."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=1024, vocab_size=97, query_mode=mode,
+                          tie_embeddings=tied))  # fmt: skip
+    idx = torch.randint(0, 97, (5, 1024))  # 5120 tokens: chunks of 2048, 2048 and 1024
+    targets = torch.randint(0, 97, (5, 1024))
+    targets[1, 100:900] = -1  # ignored positions, unevenly spread over the chunks
+    _, loss = model(idx, targets)
+    loss.backward()
+    ours = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    logits, none = model(idx)
+    reference = F.cross_entropy(logits.reshape(-1, 97), targets.reshape(-1), ignore_index=-1)
+    reference.backward()
+    assert none is None and loss.item() == pytest.approx(reference.item(), rel=1e-6)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(ours[name], p.grad, rtol=1e-4, atol=1e-7, msg=name)
+    # a chunk size that divides nothing evenly, directly
+    h = torch.randn(3, 50, 32, requires_grad=True)
+    t = torch.randint(0, 97, (3, 50))
+    chunked = model.head_loss(h, t, chunk=37)
+    whole = F.cross_entropy(model.lm_head(h).reshape(-1, 97), t.reshape(-1))
+    assert chunked.item() == pytest.approx(whole.item(), rel=1e-6)
