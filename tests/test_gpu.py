@@ -1,5 +1,5 @@
-"""Checks that need a CUDA device; skipped elsewhere (CI has none). On a GPU machine:
-python -m pytest -q tests/test_gpu.py && python bench.py
+"""Checks that need a CUDA device; skipped elsewhere (CI has none). On a GPU machine, `python gpu_check.py`
+runs them, then the flash-attention, bench and training-loop checks of a first GPU session.
 """
 
 import json

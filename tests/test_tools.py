@@ -328,3 +328,19 @@ def test_compare_figure_smoothing_signs_labels_and_clipping(tmp_path, capsys):
     assert any(c.get_offsets().shape[0] == 1 for c in ax_gain.collections if hasattr(c, "get_offsets"))
     positions = sorted(t.xyann[1] if hasattr(t, "xyann") else t.xy[1] for t in ax_gain.texts)
     assert all(b - a >= 0.05 * (high - low) - 1e-9 for a, b in zip(positions, positions[1:]))  # kept apart
+
+
+def test_the_gpu_session_script_runs_its_steps_on_a_cpu(tmp_path, capsys):
+    """gpu_check.py, the one command for a short GPU session, smoke-tested at the tiny shape on a CPU: every
+    query mode through the flash kernel alone, bench's every arm, train.py's loop for two modes."""
+    import gpu_check
+    from model import QUERY_MODES
+
+    out = tmp_path / "g.json"
+    gpu_check.main(["--preset=tiny", "--steps=8", "--skip_tests", f"--out={out}", "--device=cpu"])
+    report = json.loads(out.read_text())
+    assert report["flash_attention"] == {m: "ok" for m in QUERY_MODES}
+    assert set(report["bench"]["results"]) == set(QUERY_MODES)
+    for mode in gpu_check.LOOP_MODES:
+        assert report["train_loop"][mode]["ms_per_step"] > 0 and report["train_loop"][mode]["graph_breaks"] == 0
+    assert "| residual_gelu |" in capsys.readouterr().out  # bench's table
