@@ -72,9 +72,9 @@ def random_tokens(directory: Path, vocab: int, n: int = 2_000_000) -> Path:
 
 
 def training_loop(preset: str, device: str, steps: int, compile: bool, scratch: Path) -> dict:
-    """{mode: ms per step (median over the last two thirds of the timed steps), MFU, and torch.compile's counters: frames
-    compiled (one per compiled function, one more per recompilation, e.g. after the first evaluation's
-    switch to eval mode, and per graph break), distinct graphs, graph breaks} from train.py's own loop."""
+    """{mode: ms per step (median over the last two thirds of the timed steps), MFU, and torch.compile's
+    counters: frames compiled (one per compiled function, one more per recompilation, e.g. after the first
+    evaluation's switch to eval mode, and per graph break), distinct graphs, graph breaks} from train.py."""
     from torch._dynamo.utils import counters
 
     shape = bench.PRESETS[preset]
