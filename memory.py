@@ -73,7 +73,7 @@ def saved_bytes(model, batch_size: int, seq_len: int) -> int:
     return sum(n for key, n in storages.items() if key not in params)
 
 
-def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointing: bool) -> dict:
+def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointing: bool, every: int = 1) -> dict:
     """Saved activations and the backward's peak on top of the parameters, for one micro-batch."""
     with torch.device("meta"):
         model = GPT(model_cfg).to(dtype)
@@ -89,13 +89,15 @@ def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointi
     one_block = saved_bytes(_truncated(model_cfg, dtype, 2), batch_size, T) - saved_bytes(
         _truncated(model_cfg, dtype, 1), batch_size, T
     )
-    parallel.checkpoint_activations(model)
+    parallel.checkpoint_activations(model, every)
     kept = saved_bytes(model, batch_size, T)
-    # Backward of a recomputed block: every block's input, that block's activations and the gradient
-    # arriving at it (inside the block, ops free their saved tensors about as fast as they make gradients).
-    blocks_in = model_cfg.n_layer * batch_size * T * d * dtype.itemsize
+    # The backward's largest moment is the first recomputed block (the last checkpointed one): what the
+    # forward kept (checkpointed blocks' inputs, the other blocks' activations), less the blocks after it,
+    # already through their backward, plus its activations again and the gradient arriving at it (inside
+    # a block, ops free their saved tensors about as fast as they make gradients).
+    after = model_cfg.n_layer - 1 - (model_cfg.n_layer - 1) // every * every
     incoming = batch_size * T * d * 4
-    return {"saved": kept, "peak": max(kept + head, blocks_in + one_block + incoming)}
+    return {"saved": kept, "peak": max(kept + head, kept - after * one_block + one_block + incoming)}
 
 
 def _truncated(model_cfg, dtype, n_layer: int):
@@ -114,7 +116,7 @@ def estimate(cfg, model_cfg, gpus: int) -> dict:
         n_train = n_params
     stored = getattr(torch, cfg.param_dtype).itemsize  # parameters, gradients and AdamW moments
     compute = torch.bfloat16 if cfg.dtype in ("auto", "bfloat16", "float16") else torch.float32
-    act = activation_bytes(model_cfg, cfg.batch_size, compute, cfg.activation_checkpointing)
+    act = activation_bytes(model_cfg, cfg.batch_size, compute, cfg.activation_checkpointing, cfg.checkpoint_every)
     accum = max(1, cfg.gradient_accumulation_steps // gpus)
     ddp = {"parameters": n_params * stored, "gradients": n_train * stored, "AdamW": 2 * n_train * stored}
     fsdp = {k: v / gpus for k, v in ddp.items()}
@@ -134,7 +136,9 @@ def estimate(cfg, model_cfg, gpus: int) -> dict:
 def print_estimate(cfg, model_cfg, gpus: int) -> None:
     e = estimate(cfg, model_cfg, gpus)
     tokens = cfg.batch_size * model_cfg.block_size
-    ac = "on" if cfg.activation_checkpointing else "off"
+    ac = "off"
+    if cfg.activation_checkpointing:
+        ac = "on" if cfg.checkpoint_every == 1 else f"on every {cfg.checkpoint_every} blocks"
     print(
         f"{e['params']:,} parameters ({e['trainable']:,} trainable), {cfg.param_dtype} weights and AdamW state; "
         f"micro-batch {cfg.batch_size} x {model_cfg.block_size} = {tokens:,} tokens, activation checkpointing "

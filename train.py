@@ -101,7 +101,8 @@ class TrainConfig:
     param_dtype: Annotated[str, OneOf("float32", "bfloat16")] = "float32"  # bfloat16: weights, AdamW state in bf16
     backend: Annotated[str | None, OneOf("nccl", "gloo")] = None  # None: nccl on GPUs, gloo on CPUs
     parallelism: Annotated[str, OneOf(*parallel.PARALLELISMS)] = "ddp"  # ddp: whole models; fsdp: sharded
-    activation_checkpointing: bool = False  # recompute each block's activations in backward: less memory
+    activation_checkpointing: bool = False  # recompute blocks' activations in backward: less memory
+    checkpoint_every: Annotated[int, At(1)] = 1  # with activation_checkpointing: every k-th block (1: all)
     reshard_micro_steps: bool = False  # fsdp: gather parameters anew every micro-step (less memory, more traffic)
     dry_run: Annotated[int, At(0)] = 0  # N > 0: print memory per GPU on N GPUs under DDP and FSDP, then exit
     cpu_peak_flops: Annotated[float | None, At(above=0)] = None  # for MFU on CPU; None: measured at start

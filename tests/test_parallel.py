@@ -39,7 +39,8 @@ def fsdp(data_dir, out_dir, **kw):
     torchrun(ROOT / "train.py", tiny_args(data_dir, out_dir, parallelism="fsdp", **kw), 300)
 
 
-def test_activation_checkpointing_gives_the_same_loss_and_gradients():
+@pytest.mark.parametrize("every", [1, 2])
+def test_activation_checkpointing_gives_the_same_loss_and_gradients(every):
     cfg = GPTConfig(
         n_layer=3, n_head=2, n_embd=32, block_size=16, vocab_size=50, dropout=0.1, query_mode="residual_gelu"
     )
@@ -48,7 +49,7 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients():
     plain = GPT(cfg)
     recomputed = GPT(cfg)
     recomputed.load_state_dict(plain.state_dict())
-    parallel.checkpoint_activations(recomputed)
+    parallel.checkpoint_activations(recomputed, every)
     assert list(recomputed.state_dict()) == list(plain.state_dict())  # names unchanged: checkpoints agree
     x = torch.randint(0, 50, (4, 16), generator=torch.Generator().manual_seed(1))
     results = []
@@ -230,23 +231,24 @@ def measured_peak_bytes(step) -> int:
 @pytest.mark.parametrize(
     "mode,checkpointing,vocab",
     [
-        ("linear", False, 512),
-        ("residual_gelu", False, 512),
-        ("identity", False, 512),
-        ("linear", True, 512),
-        ("residual_gelu", True, 512),
-        ("residual_gelu", False, 8192),  # the head dominates: 4096 tokens, two chunks of its logits
+        ("linear", 0, 512),
+        ("residual_gelu", 0, 512),
+        ("identity", 0, 512),
+        ("linear", 1, 512),
+        ("residual_gelu", 1, 512),
+        ("residual_gelu", 2, 512),  # every other block
+        ("residual_gelu", 0, 8192),  # the head dominates: 4096 tokens, two chunks of its logits
     ],
 )
 def test_the_dry_run_estimate_is_within_10_percent_of_measured_cpu_allocations(mode, checkpointing, vocab):
     model_cfg = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=256, vocab_size=vocab, query_mode=mode)
     batch = 8 if vocab == 512 else 16
     cfg = train.TrainConfig(batch_size=batch, gradient_accumulation_steps=1, dtype="float32")
-    cfg.activation_checkpointing = checkpointing
+    cfg.activation_checkpointing, cfg.checkpoint_every = bool(checkpointing), max(checkpointing, 1)
     torch.manual_seed(0)
     model = GPT(model_cfg)
     if checkpointing:
-        parallel.checkpoint_activations(model)
+        parallel.checkpoint_activations(model, checkpointing)
     optimizer = train.make_optimizer(model, cfg, "cpu")
     x = torch.randint(0, vocab, (batch, 256))
     model(x, x)[1].backward()
