@@ -122,11 +122,14 @@ def estimate(cfg, model_cfg, gpus: int) -> dict:
     fsdp = {k: v / gpus for k, v in ddp.items()}
     # Gathered copies: between micro-steps every block stays gathered with its unsharded gradient (unless
     # reshard_micro_steps); otherwise about two blocks at a time (one computing, one prefetched) and the root.
+    # The root (embeddings, final norm, head) is gathered in float32 (parallel.shard), the blocks in the
+    # compute dtype (their norms' few weights in float32 too: not counted).
     block = sum(p.numel() for p in model.transformer.h[0].parameters())
+    root = n_params - model_cfg.n_layer * block
     if accum > 1 and not cfg.reshard_micro_steps:
-        fsdp["gathered"] = n_params * compute.itemsize + n_train * 4
+        fsdp["gathered"] = root * 4 + (n_params - root) * compute.itemsize + n_train * 4
     else:
-        fsdp["gathered"] = (n_params - model_cfg.n_layer * block + 2 * block) * compute.itemsize + block * 4
+        fsdp["gathered"] = root * 4 + 2 * block * compute.itemsize + block * 4
     for parts in (ddp, fsdp):
         parts["activations (peak)"] = act["peak"]
         parts["total"] = sum(parts.values())
