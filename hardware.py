@@ -110,27 +110,33 @@ def measure_cpu_flops(n: int = 1024, seconds: float = 0.5) -> float:
     return best
 
 
-def cached_cpu_flops(dtype: torch.dtype) -> float:
-    """measure_cpu_flops, once per machine (CPU model, threads, torch version): cached in the user's cache
-    directory, so the MFU of two runs on one machine is measured against the same peak."""
+def machine_cached(name: str, what: str, compute, valid):
+    """compute(), once per machine (CPU model, threads, torch version) and what: kept in the user's cache
+    directory (nonlinear-queries/<name>.json), so later runs on this machine reuse it. A cached value that
+    valid(value) rejects, or an unreadable file, is computed again; an unwritable home, every time."""
     cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), "")
-    key = f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {dtype}"
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nonlinear-queries" / "cpu_peak.json"
+    key = f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {what}"
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nonlinear-queries" / f"{name}.json"
     try:
         cached = json.loads(path.read_text())
     except (OSError, ValueError):
         cached = {}
     if not isinstance(cached, dict):
         cached = {}
-    if isinstance(cached.get(key), float):
+    if key in cached and valid(cached[key]):
         return cached[key]
-    peak = measure_cpu_flops()
+    value = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({**cached, key: peak}, indent=1) + "\n")
-    except (OSError, UserError):  # an unwritable home: measured again next time
+        atomic_write_text(path, json.dumps({**cached, key: value}, indent=1) + "\n")
+    except (OSError, UserError):
         pass
-    return peak
+    return value
+
+
+def cached_cpu_flops(dtype: torch.dtype) -> float:
+    """measure_cpu_flops, once per machine: the MFU of two runs on one machine is against the same peak."""
+    return machine_cached("cpu_peak", str(dtype), measure_cpu_flops, lambda v: isinstance(v, float))
 
 
 def _cpuinfo() -> str:

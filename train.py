@@ -35,7 +35,7 @@ from configurator import parse
 from dataset import check_token_ids, load_meta, open_split
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, UserError
-from hardware import autocast, choose_cpu_dtype, peak_flops, resolve_device, resolve_dtype
+from hardware import autocast, choose_cpu_dtype, machine_cached, peak_flops, resolve_device, resolve_dtype
 from loader import (
     OFFICIAL_EVAL,
     OFFICIAL_STEPS,
@@ -135,6 +135,11 @@ def lr_at(it: int, cfg: TrainConfig) -> float:
         return min_lr
     ratio = (it - cfg.warmup_iters) / max(1, decay_iters - cfg.warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.learning_rate - min_lr)
+
+
+def is_dtype_choice(value) -> bool:
+    """A cached dtype=auto decision: [dtype name, why]."""
+    return isinstance(value, list) and len(value) == 2 and value[0] in ("float32", "bfloat16")
 
 
 def format_eta(seconds: float) -> str:
@@ -364,8 +369,9 @@ class Trainer:
         self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops, cached=True)
 
     def choose_dtype(self, model: GPT, ckpt) -> torch.dtype:
-        """cfg.dtype; 'auto' on a CPU is measured on this model (by rank 0, for all ranks) and a resume keeps
-        the run's choice, so its numerics do not change mid-run."""
+        """cfg.dtype; 'auto' on a CPU is measured once per machine and micro-batch shape (by rank 0, for all
+        ranks, on the first run's model; hardware.machine_cached), so every arm of a comparison on this
+        machine computes in the same precision, and a resume keeps the run's choice."""
         cfg, d = self.cfg, self.d
         if cfg.dtype != "auto" or d.device_type != "cpu":
             return resolve_dtype(cfg.dtype, d.device_type)
@@ -382,9 +388,14 @@ class Trainer:
                 loss.backward()
                 model.zero_grad(set_to_none=True)
 
-            dtype, why = choose_cpu_dtype(micro_step)
-            print(f"dtype=auto: {why}")
-            choice.fill_(dtype == torch.bfloat16)
+            def measure():
+                dtype, why = choose_cpu_dtype(micro_step)
+                return [str(dtype).removeprefix("torch."), why]
+
+            shape = f"training micro-step of {rows} x {self.block_size} tokens"
+            name, why = machine_cached("cpu_dtype", shape, measure, valid=is_dtype_choice)
+            print(f"dtype=auto: {why}, kept for every run of this shape on this machine (~/.cache/nonlinear-queries)")
+            choice.fill_(name == "bfloat16")
         if d.enabled:
             dist.broadcast(choice, 0)
         return torch.bfloat16 if choice else torch.float32

@@ -6,6 +6,6 @@ from config.quickstart import *  # noqa: F401,F403
 
 out_dir = "out-mini-baseline"
 wandb_run_name = "baseline"
-# One precision for every arm and seed: dtype='auto' on a CPU with native bf16 times bf16 against float32
-# in each run, and a busy machine can tip one run of a sweep into bf16 (seen: one seed of 18).
+# One precision for every arm and seed on every machine, so the committed figure reproduces anywhere
+# (dtype='auto' keeps one choice per machine, but machines differ).
 dtype = "float32"

@@ -1,5 +1,7 @@
-"""Shared fixtures. The suite needs nothing beside the repo: its text corpus is generated here."""
+"""Shared fixtures. The suite needs nothing beside the repo: its text corpus is generated here, and what the
+scripts cache per machine (hardware.machine_cached) goes to a directory of the session's own."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,12 @@ import pytest
 from textprep import synthetic_play
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_cache(tmp_path_factory):
+    """A fresh cache for CPU peaks and dtype choices: no test reads the user's, or an earlier session's."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")

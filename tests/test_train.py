@@ -327,6 +327,9 @@ def test_dtype_auto_is_measured_once_and_kept_by_a_resume(data_dir, tmp_path, mo
     train.main(tiny_args(data_dir, tmp_path, dtype="auto", max_iters=4))
     assert "dtype=auto: bfloat16" in capsys.readouterr().out
     assert checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16" and calls == [1]
+    # another run of this shape on this machine (another arm, say) takes the same precision, unmeasured
+    train.main(tiny_args(data_dir, tmp_path / "arm", dtype="auto", max_iters=2, query_mode="residual_gelu"))
+    assert calls == [1] and checkpoint.load(tmp_path / "arm" / "ckpt.pt")["dtype"] == "bfloat16"
     train.main(tiny_args(data_dir, tmp_path, dtype="auto", init_from="resume"))  # the run's choice, not measured
     assert calls == [1] and checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16"
     train.main(tiny_args(data_dir, tmp_path / "fixed", dtype="float32", max_iters=2))
