@@ -20,7 +20,6 @@ import re
 import shutil
 import sys
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -30,6 +29,9 @@ from atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
 from errors import ConfigError, UserError
 from safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
 
+# DCP warns when it reads or writes without a process group (also from its writer thread); here that is
+# a one-process run, as intended.
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 PREFIXES = ("_orig_mod.", "module.")  # torch.compile and DDP wrappers
 CHECKPOINT, SHARDED, LATEST, RUN = "ckpt.pt", "ckpt-sharded", "latest.json", "run.pt"
 IMPLEMENTATION = ("fused", "foreach", "capturable", "differentiable")  # optimizer group keys that are not state
@@ -192,16 +194,7 @@ def _dcp_load(state: dict, directory) -> None:
     reader and planner are safe_load's: nothing in the directory can run code."""
     import torch.distributed.checkpoint as dcp
 
-    with _one_process_is_intended():
-        dcp.load(state, storage_reader=dcp_reader(directory), planner=dcp_planner(), no_dist=not _distributed())
-
-
-@contextmanager
-def _one_process_is_intended():
-    """DCP warns when it reads or writes without a process group; here that is a one-process run."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
+    dcp.load(state, storage_reader=dcp_reader(directory), planner=dcp_planner(), no_dist=not _distributed())
 
 
 def sharded_latest(out_dir) -> Path | None:
@@ -274,12 +267,17 @@ def latest(out_dir, sharded: bool = False) -> Path | None:
     return best
 
 
-def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
+def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool, background: bool = False) -> Path:
     """Collective: every rank writes its shards of the model and optimizer. meta (iter_num, config, ...)
-    goes to run.pt. Older step directories are deleted once this one is named, unless they are to be kept."""
+    goes to run.pt. Older step directories are deleted once this one is named, unless they are to be kept.
+    With background, the state is copied to host memory and written by a thread while training goes on;
+    the step is named (run.pt, rename, latest.json) by finish_pending, which the next save, the end of the
+    run and any error path call, and poll_pending as soon as the write is done. Until then latest.json
+    names the previous step: a kill at any moment leaves a complete checkpoint named."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
+    finish_pending()  # one save in flight at a time, named in order
     root = Path(out_dir) / SHARDED
     final = root / f"step_{meta['iter_num']:06d}"
     partial = final.with_name(final.name + ".partial")
@@ -289,28 +287,76 @@ def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool) -> Path:
         partial.mkdir(parents=True)
     _barrier()
     model_state, optimizer_state = get_state_dict(model, optimizer)
+    state = {"model": model_state, "optimizer": optimizer_state}
+    name = partial, final, {**meta, "keep": keep}, previous
     try:
-        state = {"model": model_state, "optimizer": optimizer_state}
-        with _one_process_is_intended():
-            dcp.save(state, checkpoint_id=str(partial), no_dist=not _distributed())
-        if _master():
-            files = {f.name: f.stat().st_size for f in partial.iterdir() if f.is_file()}
-            atomic_write(partial / RUN, lambda f: torch.save({**meta, "keep": keep, "files": files}, f))
-            shutil.rmtree(final, ignore_errors=True)  # a stale copy of this step that latest.json never named
-            os.replace(partial, final)
-            fsync_dir(root)
-            atomic_write_text(root / LATEST, json.dumps({"dir": final.name, "step": meta["iter_num"]}) + "\n")
+        if background:
+            group = _writer_group() if _distributed() else None
+            future = dcp.async_save(state, checkpoint_id=str(partial), process_group=group, no_dist=group is None)
+            _PENDING.append((future, name))
+            return final
+        dcp.save(state, checkpoint_id=str(partial), no_dist=not _distributed())
     except Exception as e:
-        if _master():
-            shutil.rmtree(partial, ignore_errors=True)
-        if isinstance(e, WriteError):
-            raise
-        kept = f"{previous} is kept" if previous else "no earlier checkpoint exists"
-        raise WriteError(f"could not write the sharded checkpoint {final} ({type(e).__name__}: {e}); {kept}") from None
-    if _master():
-        _prune(root, final)
+        raise _save_failed(e, *name) from None
+    _name_step(*name)
     _barrier()
     return final
+
+
+_PENDING = []  # [(future, (partial, final, meta, previous))]: the background save still being written
+_WRITER_GROUP = []  # the process group of background writes, apart from training's collectives
+
+
+def _writer_group():
+    """A gloo group of all ranks for the background writer's collectives: on the training group they would
+    interleave with the training's own from another thread."""
+    if not _WRITER_GROUP:
+        _WRITER_GROUP.append(torch.distributed.new_group(backend="gloo"))
+    return _WRITER_GROUP[0]
+
+
+def poll_pending() -> None:
+    """Name the background save if its write is done (no waiting)."""
+    if _PENDING and _PENDING[0][0].done():
+        finish_pending()
+
+
+def finish_pending() -> None:
+    """Wait for the background save, if any, and name its step (rank 0). Raises WriteError if it failed."""
+    if not _PENDING:
+        return
+    future, name = _PENDING.pop()
+    try:
+        future.result()
+    except Exception as e:
+        raise _save_failed(e, *name) from None
+    _name_step(*name)
+
+
+def _name_step(partial: Path, final: Path, meta: dict, previous) -> None:
+    """Rank 0 completes a written step: run.pt with the files' sizes, the rename, latest.json, the pruning."""
+    if not _master():
+        return
+    root = final.parent
+    try:
+        files = {f.name: f.stat().st_size for f in partial.iterdir() if f.is_file()}
+        atomic_write(partial / RUN, lambda f: torch.save({**meta, "files": files}, f))
+        shutil.rmtree(final, ignore_errors=True)  # a stale copy of this step that latest.json never named
+        os.replace(partial, final)
+        fsync_dir(root)
+        atomic_write_text(root / LATEST, json.dumps({"dir": final.name, "step": meta["iter_num"]}) + "\n")
+    except Exception as e:
+        raise _save_failed(e, partial, final, meta, previous) from None
+    _prune(root, final)
+
+
+def _save_failed(e: Exception, partial: Path, final: Path, meta: dict, previous) -> WriteError:
+    if _master():
+        shutil.rmtree(partial, ignore_errors=True)
+    if isinstance(e, WriteError):
+        return e
+    kept = f"{previous} is kept" if previous else "no earlier checkpoint exists"
+    return WriteError(f"could not write the sharded checkpoint {final} ({type(e).__name__}: {e}); {kept}")
 
 
 def _prune(root: Path, newest: Path) -> None:

@@ -104,6 +104,7 @@ class TrainConfig:
     activation_checkpointing: bool = False  # recompute blocks' activations in backward: less memory
     checkpoint_every: Annotated[int, At(1)] = 1  # with activation_checkpointing: every k-th block (1: all)
     reshard_micro_steps: bool = False  # fsdp: gather parameters anew every micro-step (less memory, more traffic)
+    async_save: bool = True  # fsdp: sharded checkpoints written by a thread while training goes on
     dry_run: Annotated[int, At(0)] = 0  # N > 0: print memory per GPU on N GPUs under DDP and FSDP, then exit
     cpu_peak_flops: Annotated[float | None, At(above=0)] = None  # for MFU on CPU; None: measured at start
 
@@ -433,6 +434,7 @@ class Trainer:
         step = self.guard.bad_step()
         if step is None and what is None:
             return
+        checkpoint.finish_pending()  # a save still being written is complete and named first
         if self.last_saved is not None:
             kept = f"{checkpoint.latest(self.run.path)} (step {self.last_saved}) is the last good checkpoint"
         else:
@@ -452,6 +454,7 @@ class Trainer:
         )
 
     def interrupted_line(self) -> str:
+        checkpoint.finish_pending()
         kept = f"the last checkpoint is step {self.last_saved}" if self.last_saved is not None else "no checkpoint yet"
         return (
             f"interrupted during step {self.step} of {self.cfg.max_iters}; {kept} in {self.run.path}: "
@@ -481,8 +484,8 @@ class Trainer:
             "origin": self.origin,
         }
         keep = it in self.cfg.keep_checkpoints
-        if self.sharded:  # every rank writes its shards
-            checkpoint.save_sharded(self.run.path, meta, self.raw_model, self.optimizer, keep)
+        if self.sharded:  # every rank writes its shards, in the background if async_save
+            checkpoint.save_sharded(self.run.path, meta, self.raw_model, self.optimizer, keep, self.cfg.async_save)
         elif self.d.master:
             state = {**meta, "model": self.raw_model.state_dict(), "optimizer": self.optimizer.state_dict()}
             checkpoint.save(state, self.run.checkpoint)
@@ -557,9 +560,11 @@ class Trainer:
                 self.save(it)
                 clock = None
             if it >= cfg.max_iters:
+                checkpoint.finish_pending()
                 break
             stats = self.train_step(it)
             if it % cfg.log_interval == 0:
+                checkpoint.poll_pending()  # a background save whose write is done gets its name now
                 # Host work while a GPU still runs the step just queued, before the sync below.
                 fingerprint = self.data.batches.fingerprint(it) if self.d.master else None
                 if self.d.device_type == "cuda":

@@ -159,7 +159,10 @@ def test_a_sharded_checkpoint_resumes_on_another_world_size_and_exports(char_dat
 
 
 @pytest.mark.slow
-def test_sigkill_during_sharded_saves_leaves_the_previous_checkpoint_loadable(tmp_path):
+@pytest.mark.parametrize("background", [False, True])
+def test_sigkill_during_sharded_saves_leaves_the_previous_checkpoint_loadable(tmp_path, background):
+    """A kill at any moment, synchronous or background saves: latest.json names a complete step whose weights
+    are that step's (a background save writes the state as it was when the save began)."""
     writer = textwrap.dedent(f"""
         import sys, torch
         sys.path.insert(0, {str(ROOT)!r})
@@ -172,7 +175,7 @@ def test_sigkill_during_sharded_saves_leaves_the_previous_checkpoint_loadable(tm
             step += 1
             with torch.no_grad():
                 model.weight.fill_(step)
-            checkpoint.save_sharded({str(tmp_path)!r}, {{"iter_num": step}}, model, optimizer, keep=False)
+            checkpoint.save_sharded({str(tmp_path)!r}, {{"iter_num": step}}, model, optimizer, False, {background})
     """)
     for _ in killed_at_random(writer, rounds=8, seconds=(0.3, 1.5)):
         latest = checkpoint.sharded_latest(tmp_path)
@@ -387,3 +390,21 @@ def test_fsdp_and_ddp_run_the_same_bf16_arithmetic(char_data, tmp_path):
     ddp, sharded = losses(tmp_path / "ddp"), losses(tmp_path / "fsdp")
     assert sharded[0] == pytest.approx(ddp[0], abs=1e-6)
     assert_same_losses(tmp_path / "fsdp", tmp_path / "ddp", 1e-4)
+
+
+def test_a_background_save_writes_the_state_of_its_step_and_is_named_when_finished(tmp_path):
+    model = torch.nn.Linear(64, 32)
+    optimizer = torch.optim.AdamW(model.parameters())
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    checkpoint.save_sharded(tmp_path, {"iter_num": 1}, model, optimizer, False, True)
+    assert checkpoint.sharded_latest(tmp_path) is None  # written, maybe; named only by finish_pending
+    with torch.no_grad():
+        model.weight.fill_(2.0)  # training goes on while the thread writes
+    checkpoint.finish_pending()
+    latest = checkpoint.sharded_latest(tmp_path)
+    assert latest.name == "step_000001" and checkpoint.load(latest, ())["iter_num"] == 1
+    weight = torch.empty(32, 64)
+    checkpoint._dcp_load({"model": {"weight": weight}}, latest)
+    assert torch.all(weight == 1.0)  # the state as it was when the save began
+    checkpoint.finish_pending()  # nothing pending: nothing happens

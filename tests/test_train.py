@@ -324,6 +324,7 @@ def test_dtype_auto_is_measured_once_and_kept_by_a_resume(data_dir, tmp_path, mo
         return torch.bfloat16, "bfloat16 (measured faster)"
 
     monkeypatch.setattr(train, "choose_cpu_dtype", measured)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no earlier test's choice for this shape
     train.main(tiny_args(data_dir, tmp_path, dtype="auto", max_iters=4))
     assert "dtype=auto: bfloat16" in capsys.readouterr().out
     assert checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16" and calls == [1]
