@@ -28,7 +28,7 @@ import train
 from atomic import atomic_write_text
 from configurator import parse
 from dataset import write_dataset
-from errors import cli_main
+from errors import UserError, cli_main
 from hardware import resolve_device
 from model import GPT, QUERY_MODES, GPTConfig
 from rundir import read_metrics
@@ -130,7 +130,8 @@ def run(argv):
         step("train_loop", lambda: training_loop(args.preset, device, args.steps, cuda, Path(scratch)))
     failed = [m for m, r in report["flash_attention"].items() if r != "ok"]
     if failed or report.get("gpu_tests", {}).get("returncode", 0) not in (0, 5):
-        raise SystemExit(f"error: flash attention failed for {failed}; tests/test_gpu.py: {report.get('gpu_tests')}")
+        tests = report.get("gpu_tests")
+        raise UserError(f"flash attention failed for {failed}; tests/test_gpu.py: {tests}; details in {args.out}")
     print(f"results: {args.out}")
 
 
