@@ -110,9 +110,11 @@ def shard(model, dtype: torch.dtype) -> None:
 
 
 def compile_blocks(model) -> None:
-    """torch.compile each block in place, before sharding (FSDP2's hooks stay outside the graphs)."""
+    """torch.compile each block in place, before sharding (FSDP2's hooks stay outside the graphs), and the
+    head with its loss (GPT.head_loss: called inside the root's forward, after its parameters are gathered)."""
     for block in model.transformer.h:
         block.compile()
+    model.head_loss = torch.compile(model.head_loss)
 
 
 def wrap(model, cfg, distributed: bool, dtype: torch.dtype, device_ids=None):
