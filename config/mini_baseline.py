@@ -6,6 +6,3 @@ from config.quickstart import *  # noqa: F401,F403
 
 out_dir = "out-mini-baseline"
 wandb_run_name = "baseline"
-# One precision for every arm and seed on every machine, so the committed figure reproduces anywhere
-# (dtype='auto' keeps one choice per machine, but machines differ).
-dtype = "float32"

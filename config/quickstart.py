@@ -5,3 +5,6 @@ from config.shakespeare_char import *  # noqa: F401,F403
 
 out_dir = "out-quickstart"
 dataset = "synthetic_char"
+# float32 on every machine, so the quick start and the miniature (config/mini_*.py) give the numbers the
+# README and docs/miniature.md quote anywhere (dtype='auto' chooses per machine).
+dtype = "float32"
