@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from errors import UserError
-from model import width_ratio
+from model import GPTConfig, width_ratio
 from safe_load import torch_load
 
 MODES = {"original": "linear", "identity": "identity", "residual": "residual", "residual_gelu": "residual_gelu"}
@@ -65,6 +65,8 @@ def model_fields(model_args: dict, path) -> dict:
     d, hidden = a["n_embd"], a["mlp_hidden_size"]
     if not all(isinstance(a[k], int) and a[k] > 0 for k in ("n_embd", "num_heads", "mlp_hidden_size", "n_layer")):
         raise OfficialError(f"{path}: n_embd, num_heads, n_layer and mlp_hidden_size must be positive integers")
+    if not isinstance(a["scale"], (int, float)) or isinstance(a["scale"], bool):
+        raise OfficialError(f"{path}: scale={a['scale']!r} is not a number")
     return dict(
         block_size=a["block_size"],
         vocab_size=a["vocab_size"],
@@ -158,8 +160,6 @@ def convert(ckpt: dict, path) -> dict:
 
 def check_expressible(config) -> None:
     """The official model.py can build this GPTConfig (so its initialisation can be replayed)."""
-    from model import GPTConfig
-
     plain = GPTConfig(
         **{k: getattr(config, k) for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "bias")},
         query_mode=config.query_mode,
