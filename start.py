@@ -148,7 +148,7 @@ def from_file(cfg, model_cfg: GPTConfig, path: str):
     check_memory(cfg, config)
     model = GPT(config)
     if cfg.init_continue:
-        return model, {**ckpt, "path": str(path), "scaler": ckpt.get("scaler")}, str(path)
+        return model, {**ckpt, "path": str(path)}, str(path)
     result = model.load_state_dict(checkpoint.clean_state_dict(ckpt["model"]), strict=False)
     missing = [k for k in result.missing_keys if not GPT.is_added(k)]
     if missing or result.unexpected_keys:

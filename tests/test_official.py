@@ -214,7 +214,7 @@ def test_its_adamw_state_continues_under_our_names(tmp_path):
 )
 def test_a_foreign_or_incomplete_official_checkpoint_is_one_line(tmp_path, change, words):
     write_official(tmp_path / "ckpt.pt", official_args(), trained=False)
-    ckpt = torch.load(tmp_path / "ckpt.pt")
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
     change(ckpt)
     torch.save(ckpt, tmp_path / "ckpt.pt")
     if words == "truncated":
