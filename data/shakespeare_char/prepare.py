@@ -12,5 +12,10 @@ sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file
 
 from textprep import char_tokenize, prepare_text  # noqa: E402
 
+
+def main(argv=None):
+    prepare_text(__doc__, HERE, char_tokenize, argv)
+
+
 if __name__ == "__main__":
-    prepare_text(__doc__, HERE, char_tokenize)
+    main()

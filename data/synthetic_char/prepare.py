@@ -14,5 +14,10 @@ sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file
 
 from textprep import char_tokenize, prepare_text, synthetic_play  # noqa: E402
 
+
+def main(argv=None):
+    prepare_text(__doc__, HERE, char_tokenize, argv, generate=synthetic_play)
+
+
 if __name__ == "__main__":
-    prepare_text(__doc__, HERE, char_tokenize, generate=synthetic_play)
+    main()
