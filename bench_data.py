@@ -1,10 +1,11 @@
 """Data pipeline benchmark: prepare throughput and peak memory at two corpus sizes, against a plain
 single-process tiktoken loop, and the loader's time per batch.
 
-    python bench_data.py --input=../shared/data/tinyshakespeare.txt --copies=8 --num_proc=2
+    python bench_data.py                                  # the generated play
+    python bench_data.py --input=data/shakespeare_char/input.txt --copies=32 --num_proc=2
 
 The corpus is the input text cut into documents at blank lines, repeated `copies` (and 4 x `copies`)
-times, as JSONL. Peak memory not growing with the corpus is the property to look at.
+times, as JSONL (data/shakespeare_char/prepare.py downloads tiny shakespeare to the input.txt above). Peak memory not growing with the corpus is the property to look at.
 """
 
 import json
@@ -43,7 +44,7 @@ PLAIN_LOOP = textwrap.dedent("""
 @dataclass
 class DataBenchConfig:
     input: Annotated[str | None, Text()] = None  # a UTF-8 text, cut into documents; None: the generated play
-    copies: Annotated[int, At(1)] = 8  # the large corpus is this many copies of the input (the small one: 2)
+    copies: Annotated[int, At(1)] = 8  # the small corpus is this many copies of the input, the large one 4 times as many
     num_proc: Annotated[int, At(1)] = 2  # prepare's worker processes
     block_size: Annotated[int, At(1)] = 1024  # the loader's window
     batch_size: Annotated[int, At(1)] = 12  # rows per loader batch
