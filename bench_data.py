@@ -5,7 +5,8 @@ single-process tiktoken loop, and the loader's time per batch.
     python bench_data.py --input=data/shakespeare_char/input.txt --copies=32 --num_proc=2
 
 The corpus is the input text cut into documents at blank lines, repeated `copies` (and 4 x `copies`)
-times, as JSONL (data/shakespeare_char/prepare.py downloads tiny shakespeare to the input.txt above). Peak memory not growing with the corpus is the property to look at.
+times, as JSONL (data/shakespeare_char/prepare.py downloads tiny shakespeare to the input.txt above).
+Peak memory not growing with the corpus is the property to look at.
 """
 
 import json
@@ -44,7 +45,7 @@ PLAIN_LOOP = textwrap.dedent("""
 @dataclass
 class DataBenchConfig:
     input: Annotated[str | None, Text()] = None  # a UTF-8 text, cut into documents; None: the generated play
-    copies: Annotated[int, At(1)] = 8  # the small corpus is this many copies of the input, the large one 4 times as many
+    copies: Annotated[int, At(1)] = 8  # the small corpus: this many copies of the input; the large: 4 times as many
     num_proc: Annotated[int, At(1)] = 2  # prepare's worker processes
     block_size: Annotated[int, At(1)] = 1024  # the loader's window
     batch_size: Annotated[int, At(1)] = 12  # rows per loader batch

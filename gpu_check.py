@@ -3,7 +3,8 @@
     python gpu_check.py                    # on a CUDA machine: GPT-2 small, bf16, compiled; writes gpu_check.json
     python gpu_check.py --preset=tiny      # anywhere (the test suite runs it on a CPU): the same steps, tiny
 
-In order, each step's result kept even if a later one fails:
+In order, each step's result and wall time kept even if a later one fails (or the session's time runs out;
+no step starts after --budget_s):
 1. tests/test_gpu.py (pytest), the checks that need CUDA;
 2. flash attention forced (SDPBackend.FLASH_ATTENTION only) for a forward and backward of every query mode
    in bf16: a mode that would fall back to another kernel fails here, by name;
@@ -18,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -108,16 +110,29 @@ def run(argv):
     p.add_argument("--steps", type=int, default=30, help="train.py steps per loop run")
     p.add_argument("--out", default="gpu_check.json", help="the results JSON, written after every step")
     p.add_argument("--skip_tests", action="store_true", help="leave out tests/test_gpu.py")
+    p.add_argument(
+        "--budget_s",
+        type=float,
+        default=420,
+        help="no step starts after this many seconds (a lent machine's command limit is 600 s)",
+    )
     args = p.parse_args(argv)
     device = resolve_device(args.device)
     cuda = device.startswith("cuda")
     report = {"device": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__}
+    report["seconds"] = {}  # each step's wall time: what the next session can plan with
+    start = time.monotonic()
 
     def step(name, fn, show=lambda value: json.dumps(value, default=str)):
-        print(f"{name} ...", file=sys.stderr, flush=True)
-        report[name] = fn()
+        began = time.monotonic()
+        if began - start >= args.budget_s:
+            report[name] = f"skipped: {began - start:.0f} s had passed (--budget_s={args.budget_s:g})"
+        else:
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            report[name] = fn()
+        report["seconds"][name] = round(time.monotonic() - began, 1)
         atomic_write_text(args.out, json.dumps(report, indent=1, default=str) + "\n")
-        print(f"{name}: {show(report[name])}")
+        print(f"{name}: {report[name] if isinstance(report[name], str) else show(report[name])}")
 
     if not args.skip_tests:
         step("gpu_tests", gpu_tests)
@@ -128,11 +143,12 @@ def run(argv):
     step("bench", lambda: bench.measure(parse(bench_args, bench.BenchConfig)[0]), show=bench.markdown)
     with tempfile.TemporaryDirectory() as scratch:
         step("train_loop", lambda: training_loop(args.preset, device, args.steps, cuda, Path(scratch)))
-    failed = [m for m, r in report["flash_attention"].items() if r != "ok"]
-    if failed or report.get("gpu_tests", {}).get("returncode", 0) not in (0, 5):
-        tests = report.get("gpu_tests")
+    flash, tests = report["flash_attention"], report.get("gpu_tests", {"returncode": 0})
+    failed = [m for m, r in flash.items() if r != "ok"] if isinstance(flash, dict) else []
+    if failed or isinstance(tests, dict) and tests["returncode"] not in (0, 5):
         raise UserError(f"flash attention failed for {failed}; tests/test_gpu.py: {tests}; details in {args.out}")
-    print(f"results: {args.out}")
+    skipped = [name for name, value in report.items() if isinstance(value, str) and value.startswith("skipped")]
+    print(f"results: {args.out}" + (f" (over the time budget, not run: {', '.join(skipped)})" if skipped else ""))
 
 
 def main(argv=None):

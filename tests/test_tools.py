@@ -344,3 +344,15 @@ def test_the_gpu_session_script_runs_its_steps_on_a_cpu(tmp_path, capsys):
     for mode in gpu_check.LOOP_MODES:
         assert report["train_loop"][mode]["ms_per_step"] > 0 and report["train_loop"][mode]["graph_breaks"] == 0
     assert "| residual_gelu |" in capsys.readouterr().out  # bench's table
+    assert set(report["seconds"]) == {"flash_attention", "bench", "train_loop"}
+
+
+def test_the_gpu_session_script_starts_no_step_past_its_time_budget(tmp_path, capsys):
+    import gpu_check
+
+    out = tmp_path / "g.json"
+    gpu_check.main(["--preset=tiny", "--skip_tests", f"--out={out}", "--device=cpu", "--budget_s=0"])
+    report = json.loads(out.read_text())
+    for name in ("flash_attention", "bench", "train_loop"):
+        assert report[name].startswith("skipped") and report["seconds"][name] < 1
+    assert "not run: flash_attention, bench, train_loop" in capsys.readouterr().out
