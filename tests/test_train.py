@@ -354,3 +354,45 @@ def test_device_batches_read_each_micro_batch_once_and_in_order():
             batches.prefetch(micro + 1)
             batches.prefetch(micro + 1)  # twice: still read once
     assert got == [(m, -m) for m in range(4)] and reads == [0, 1, 2, 3] and not batches.staged
+
+
+def test_an_unlogged_step_reads_nothing_back_from_the_device(data_dir, tmp_path, monkeypatch):
+    """On a GPU, any read of a device tensor by the host (item, tolist, bool, float, int, numpy, cpu) makes
+    the host wait for the device. Counted here on a CPU by instrumenting those methods during the steps the
+    loop does not log: none. A logged step reads its record (stats.tolist()) and the
+    divergence guard's first bad step (int), once the device has finished the step anyway."""
+    reads, counting = [], [False]
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "numpy", "cpu"):
+        original = getattr(torch.Tensor, name)
+
+        def instrumented(self, *a, _original=original, _name=name, **k):
+            if counting[0]:
+                reads.append((step[0], _name))
+            return _original(self, *a, **k)
+
+        monkeypatch.setattr(torch.Tensor, name, instrumented)
+    step, train_step = [None], train.Trainer.train_step
+
+    def counted(self, it):
+        step[0], counting[0] = it, True
+        try:
+            return train_step(self, it)
+        finally:
+            counting[0] = False
+
+    monkeypatch.setattr(train.Trainer, "train_step", counted)
+    log_step = train.Trainer.log_step
+
+    def counted_log(self, it, stats, *a):
+        step[0], counting[0] = it, True
+        try:
+            return log_step(self, it, stats, *a)
+        finally:
+            counting[0] = False
+
+    monkeypatch.setattr(train.Trainer, "log_step", counted_log)
+    for mode in ("linear", "residual_gelu"):
+        reads.clear()
+        train.main(tiny_args(data_dir, tmp_path / mode, query_mode=mode, log_interval=3, dropout=0.1))
+        logged = [(it, name) for it in (0, 3, 6) for name in ("__int__", "tolist")]
+        assert sorted(reads) == logged, mode
