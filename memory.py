@@ -6,11 +6,14 @@ Parameters, gradients and optimizer state are counts times bytes. Activations ar
 one micro-batch's forward runs on the meta device (shapes only, no memory, no arithmetic) and the
 tensors autograd saves for the backward are added up, each storage once. On the meta device attention
 falls back to its math form, which saves the T x T probabilities; the fused kernels that GPUs and CPUs
-run keep a log-sum-exp per row instead, which is what is counted. The peak adds what the backward
-holds on top: one chunk of the head's logits (GPT.head_loss), or, with activation checkpointing, one block
-recomputed.
+run keep a log-sum-exp per row instead, which is what is counted (with the head's gradients, which
+GPT.head_loss computes in the forward and keeps for the backward). The peak adds what is held on top at
+the end of the forward, one chunk of the head's logits, or, with activation checkpointing, one block
+recomputed in the backward.
 """
 
+import gc
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,11 +82,10 @@ def activation_bytes(model_cfg, batch_size: int, dtype: torch.dtype, checkpointi
         model = GPT(model_cfg).to(dtype)
     T, d = model_cfg.block_size, model_cfg.n_embd
     full = saved_bytes(model, batch_size, T)
-    # The head and loss (GPT.head_loss) hold one chunk of logits at a time, never all of them: its logits (in
-    # the compute dtype and in float32), their log-softmax and their gradient, in the forward and again in
-    # the backward, where it is recomputed.
-    extra = dtype.itemsize if dtype != torch.float32 else 0
-    head = min(batch_size * T, LOSS_CHUNK) * model_cfg.vocab_size * (3 * 4 + extra)
+    # The head and loss (GPT.head_loss) hold one chunk of logits at a time, never all of them, at the end of
+    # the forward: at most two float32 copies of them (the logits and their log-softmax, turned into their
+    # gradient in place).
+    head = min(batch_size * T, LOSS_CHUNK) * model_cfg.vocab_size * 8
     if not checkpointing:
         return {"saved": full, "peak": full + head}
     one_block = saved_bytes(_truncated(model_cfg, dtype, 2), batch_size, T) - saved_bytes(
@@ -151,3 +153,24 @@ def print_estimate(cfg, model_cfg, gpus: int) -> None:
     for part in e["fsdp"]:
         ddp = e["ddp"].get(part)
         print(f"| {part} | {'—' if ddp is None else f'{ddp / GiB:.1f}'} | {e['fsdp'][part] / GiB:.1f} |")
+
+
+def measured_peak_bytes(step) -> int:
+    """The highest total of CPU allocations made and not yet freed while step() runs, from the profiler's
+    allocator events on the thread that runs it (another thread's frees would hide part of the peak)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gc.collect()  # a collection during step() would free older tensors and hide part of the peak
+    gc.disable()
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+    finally:
+        gc.enable()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    worker = Counter(e.start_thread_id() for e in events).most_common(1)[0][0]
+    total = peak = 0
+    for _, n in sorted((e.start_ns(), e.nbytes()) for e in events if e.start_thread_id() == worker):
+        total += n
+        peak = max(peak, total)
+    return peak

@@ -20,7 +20,6 @@ from typing import Annotated
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 from cpu_linear import Linear
 from domains import At, OneOf, check
@@ -335,6 +334,59 @@ class Block(nn.Module):
         return out + self.skip(h) if self.skip is not None else out
 
 
+def chunk_loss(x, weight, targets):
+    """(summed cross-entropy, float32 log-probabilities, the product's dtype) of x @ weight.T against targets,
+    ignoring -1. The product runs in the dtype autocast gives it, the loss in float32, as
+    F.cross_entropy(F.linear(x, weight).float(), ...) does. At most two logits-sized tensors exist at once."""
+    product = F.linear(x, weight)
+    dtype, logits = product.dtype, product.float()
+    del product
+    logprobs = F.log_softmax(logits, 1)
+    del logits
+    picked = logprobs.gather(1, targets.clamp(min=0)[:, None]).squeeze(1)
+    return -(picked * (targets != -1)).sum(), logprobs, dtype
+
+
+class HeadLoss(torch.autograd.Function):
+    """The summed cross-entropy of x @ weight.T (x: N x d, weight: vocab x d, targets: N, -1 ignored), chunk
+    rows at a time, with both gradients computed in the forward while each chunk's logits exist: the
+    backward only scales them. Three products per chunk, as autograd over the whole logits does (a
+    recomputing checkpoint would add a fourth: +9 % of GPT-2 small's training FLOPs). The saved gradients
+    are x's size and weight's (accumulated over chunks in float32); each product runs in autocast's dtype,
+    as autograd's backward of an autocast matmul does."""
+
+    @staticmethod
+    def forward(ctx, x, weight, targets, chunk):
+        want_x, want_w = ctx.needs_input_grad[:2]
+        grad_x = torch.empty_like(x) if want_x else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if want_w else None
+        total = torch.zeros((), device=x.device)
+        for i in range(0, len(x), chunk):
+            xc, tc = x[i : i + chunk], targets[i : i + chunk]
+            loss, logprobs, dtype = chunk_loss(xc, weight, tc)  # dtype: autocast's (bf16), else the weights'
+            total = total + loss
+            # d loss / d logits = softmax - one_hot(target), zero on ignored rows; in place
+            grad = logprobs.exp_()
+            grad.scatter_add_(1, tc.clamp(min=0)[:, None], torch.full_like(grad[:, :1], -1.0))
+            grad.mul_((tc != -1)[:, None])
+            grad = grad.to(dtype)
+            if want_x:
+                grad_x[i : i + chunk] = (grad @ weight.to(grad.dtype)).to(x.dtype)
+            if want_w:
+                grad_w += (grad.t() @ xc.to(grad.dtype)).float()
+            del logprobs, grad  # before the next chunk's logits exist
+        ctx.save_for_backward(grad_x, grad_w)
+        ctx.weight_dtype = weight.dtype
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_total):
+        grad_x, grad_w = ctx.saved_tensors
+        gx = grad_x * grad_total.to(grad_x.dtype) if grad_x is not None else None
+        gw = (grad_w * grad_total).to(ctx.weight_dtype) if grad_w is not None else None
+        return gx, gw, None, None
+
+
 class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -436,18 +488,18 @@ class GPT(nn.Module):
         return self.lm_head(x), None
 
     def head_loss(self, x, targets, chunk: int = LOSS_CHUNK):
-        """The mean cross-entropy of lm_head(x) against targets, chunk tokens at a time: each chunk's logits
-        (and their float32 copy and gradient) exist only while that chunk is computed, in the forward and
-        again in the backward (recomputed), instead of B x T x vocab of them at once (2.5 GB in float32 for
-        a GPT-2 micro-batch of 12 x 1024)."""
+        """The mean cross-entropy of lm_head(x) against targets (ignore_index -1), chunk tokens at a time
+        (HeadLoss): only one chunk's logits exist at once, instead of B x T x vocab of them (2.5 GB in float32
+        for a GPT-2 micro-batch of 12 x 1024), and nothing is recomputed."""
         x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
-        total = torch.zeros((), device=x.device)
-        for i in range(0, len(targets), chunk):
-            total = total + checkpoint(self._loss_sum, x[i : i + chunk], targets[i : i + chunk], use_reentrant=False)
+        weight = self.lm_head.weight
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+            total = HeadLoss.apply(x, weight, targets, chunk)
+        else:
+            total = sum(
+                chunk_loss(x[i : i + chunk], weight, targets[i : i + chunk])[0] for i in range(0, len(x), chunk)
+            )
         return total / (targets != -1).sum()
-
-    def _loss_sum(self, x, targets):
-        return F.cross_entropy(self.lm_head(x).float(), targets, ignore_index=-1, reduction="sum")
 
     @torch.no_grad()
     def generate(

@@ -12,6 +12,7 @@ from helpers import error_of, tiny_args
 
 import bench
 import bench_data
+import bench_head
 import checkpoint
 import domains
 import memory
@@ -28,6 +29,7 @@ ENTRY_POINTS = {  # every config class, and the scripts that parse it
     zeroshot.EvalConfig: zeroshot.main,
     bench.BenchConfig: bench.main,
     bench_data.DataBenchConfig: bench_data.main,
+    bench_head.HeadBenchConfig: bench_head.main,
 }
 
 

@@ -1,9 +1,11 @@
 import copy
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 import importers
@@ -450,9 +452,56 @@ def test_the_chunked_head_loss_equals_the_whole_logits_cross_entropy(mode, tied)
     assert none is None and loss.item() == pytest.approx(reference.item(), rel=1e-6)
     for name, p in model.named_parameters():
         torch.testing.assert_close(ours[name], p.grad, rtol=1e-4, atol=1e-7, msg=name)
-    # a chunk size that divides nothing evenly, directly
+    # a chunk size that divides nothing evenly, directly, and under no_grad (evaluation)
     h = torch.randn(3, 50, 32, requires_grad=True)
     t = torch.randint(0, 97, (3, 50))
+    model.zero_grad(set_to_none=True)
     chunked = model.head_loss(h, t, chunk=37)
+    (2 * chunked).backward()  # the incoming gradient scales both
+    ours = h.grad.clone(), model.lm_head.weight.grad.clone()
+    h.grad, model.lm_head.weight.grad = None, None
     whole = F.cross_entropy(model.lm_head(h).reshape(-1, 97), t.reshape(-1))
+    (2 * whole).backward()
     assert chunked.item() == pytest.approx(whole.item(), rel=1e-6)
+    torch.testing.assert_close(ours, (h.grad, model.lm_head.weight.grad), rtol=1e-4, atol=1e-7)
+    with torch.no_grad():
+        assert model.head_loss(h, t, chunk=37).item() == pytest.approx(whole.item(), rel=1e-6)
+
+
+def test_the_head_loss_under_bf16_autocast_is_autograd_over_the_autocast_logits():
+    """Under autocast the chunked loss's products run in bf16 as autograd's would: loss and gradients equal
+    the whole-logits reference under the same autocast, to bf16 rounding; a frozen head gets no gradient."""
+    torch.manual_seed(0)
+    head = nn.Linear(64, 300, bias=False)
+    h = torch.randn(700, 64, requires_grad=True)
+    t = torch.randint(0, 300, (700,))
+    t[::7] = -1
+    model = SimpleNamespace(lm_head=head)
+    with torch.autocast("cpu", torch.bfloat16):
+        loss = GPT.head_loss(model, h, t, chunk=256)
+    loss.backward()
+    ours = h.grad.clone(), head.weight.grad.clone()
+    h.grad, head.weight.grad = None, None
+    with torch.autocast("cpu", torch.bfloat16):
+        reference = F.cross_entropy(head(h).float(), t, ignore_index=-1)
+    reference.backward()
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-3)
+    for a, b in zip(ours, (h.grad, head.weight.grad)):
+        assert (a - b).abs().max() <= 0.02 * b.abs().max()  # bf16 products: ~3 significant digits
+    head.weight.requires_grad_(False)
+    h.grad, head.weight.grad = None, None
+    GPT.head_loss(model, h, t, chunk=256).backward()
+    assert head.weight.grad is None and h.grad is not None
+
+
+def test_the_head_loss_recomputes_nothing():
+    """Forward and backward of the chunked loss run the three products of autograd over whole logits
+    (logits, x's gradient, the weight's), 2 N d V FLOPs each, and no fourth (a recomputed forward)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    N, d, V = 600, 32, 97
+    head = nn.Linear(d, V, bias=False)
+    h = torch.randn(N, d, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        GPT.head_loss(SimpleNamespace(lm_head=head), h, torch.randint(0, V, (N,)), chunk=256).backward()
+    assert counter.get_total_flops() == 3 * 2 * N * d * V

@@ -2,7 +2,6 @@
 (gloo, 2 processes)."""
 
 import contextlib
-import gc
 import json
 import textwrap
 from pathlib import Path
@@ -208,29 +207,6 @@ def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
 # ---- the memory estimate ----------------------------------------------------------------------------
 
 
-def measured_peak_bytes(step) -> int:
-    """The highest total of CPU allocations made and not yet freed while step() runs, from the profiler's
-    allocator events on the thread that runs it (another thread's frees would hide part of the peak)."""
-    from collections import Counter
-
-    from torch.profiler import ProfilerActivity, profile
-
-    gc.collect()  # nor may a collection during step() free earlier tests' tensors
-    gc.disable()
-    try:
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            step()
-    finally:
-        gc.enable()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    worker = Counter(e.start_thread_id() for e in events).most_common(1)[0][0]
-    total = peak = 0
-    for _, n in sorted((e.start_ns(), e.nbytes()) for e in events if e.start_thread_id() == worker):
-        total += n
-        peak = max(peak, total)
-    return peak
-
-
 @pytest.mark.parametrize(
     "mode,checkpointing,vocab",
     [
@@ -259,7 +235,7 @@ def test_the_dry_run_estimate_is_within_10_percent_of_measured_cpu_allocations(m
     optimizer.zero_grad(set_to_none=True)
     static = sum(p.numel() * p.element_size() for p in model.parameters())
     static += sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if t.dim())
-    measured = static + measured_peak_bytes(lambda: model(x, x)[1].backward())  # + gradients + activations
+    measured = static + memory.measured_peak_bytes(lambda: model(x, x)[1].backward())  # + gradients + activations
 
     estimated = memory.estimate(cfg, model_cfg, gpus=1)["ddp"]
     assert estimated["parameters"] + estimated["AdamW"] == static

@@ -356,3 +356,17 @@ def test_the_gpu_session_script_starts_no_step_past_its_time_budget(tmp_path, ca
     for name in ("flash_attention", "bench", "train_loop"):
         assert report[name].startswith("skipped") and report["seconds"][name] < 1
     assert "not run: flash_attention, bench, train_loop" in capsys.readouterr().out
+
+
+def test_the_head_benchmark_measures_both_variants_and_the_chunks_hold_less(tmp_path, capsys):
+    """bench_head.py at a small head-dominated shape (3 chunks of logits): both variants timed, and the
+    chunked loss's peak allocation below the whole logits' (allocator counts, not timing)."""
+    import bench_head
+
+    out = tmp_path / "h.json"
+    bench_head.main(["--n_embd=32", "--vocab_size=4096", "--tokens=5000", "--rounds=2", "--device=cpu", f"--out={out}"])
+    report = json.loads(out.read_text())
+    assert all(len(s) == 2 and min(s) > 0 for s in report["seconds"].values())
+    whole, chunked = report["peak_bytes"]["whole logits"], report["peak_bytes"]["GPT.head_loss"]
+    assert whole >= 5000 * 4096 * 4 > chunked  # the whole float32 logits alone, against chunks of 2048
+    assert "GPT.head_loss: peak" in capsys.readouterr().out
