@@ -160,13 +160,17 @@ def test_a_cpu_peak_is_measured_once_per_machine(tmp_path, monkeypatch):
     import hardware
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    measured = iter([1.5e11, 9e11])
-    monkeypatch.setattr(hardware, "measure_cpu_flops", lambda: next(measured))
+    measured = iter([1.5e11, 4e11, 9e11])
+    dtypes = []
+    monkeypatch.setattr(hardware, "measure_cpu_flops", lambda dtype: dtypes.append(dtype) or next(measured))
     first = hardware.peak_flops("cpu", torch.float32, cached=True)
     second = hardware.peak_flops("cpu", torch.float32, cached=True)
     assert first[0] == second[0] == 1.5e11 and "cached" in first[1]
-    assert list(json.loads((tmp_path / "nonlinear-queries" / "cpu_peak.json").read_text()).values()) == [1.5e11]
+    # a bf16 run's MFU is against the bf16 matmul peak, measured in bf16 (against float32's it can pass 100 %)
+    assert hardware.peak_flops("cpu", torch.bfloat16, cached=True)[0] == 4e11
+    assert sorted(json.loads((tmp_path / "nonlinear-queries" / "cpu_peak.json").read_text()).values()) == [1.5e11, 4e11]
     assert hardware.peak_flops("cpu", torch.float32)[0] == 9e11  # bench measures anew, each round
+    assert dtypes == [torch.float32, torch.bfloat16, torch.float32]
 
 
 @pytest.mark.parametrize(
