@@ -18,7 +18,6 @@ import configurator
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PLACEHOLDERS = {"...", "config/x.py", "--key=value"}  # prose examples, not commands
-CONFIGURATOR_SCRIPTS = {"train.py", "sample.py", "bench.py", "bench_data.py", "zeroshot.py"}
 
 
 class Parsed(BaseException):
@@ -97,16 +96,15 @@ def _module(script: str):
     return module
 
 
-def _stop_after_parsing(monkeypatch, module, name):
-    """Let the script parse its arguments as it would, then stop it."""
-    if name in CONFIGURATOR_SCRIPTS:
+def _stop_after_parsing(monkeypatch, module):
+    """Let the script parse its arguments as it would (configurator.parse or argparse), then stop it."""
+    if getattr(module, "parse", None) is configurator.parse:
 
         def parse(*a, **k):
             configurator.parse(*a, **k)
             raise Parsed
 
         monkeypatch.setattr(module, "parse", parse)
-        return
     depth = [0]  # parse_args calls parse_known_args, then refuses what is left: stop after the outer call
     for method in ("parse_args", "parse_known_args"):
         original = getattr(argparse.ArgumentParser, method)
@@ -140,7 +138,7 @@ def test_a_documented_command_parses(where, argv, monkeypatch, capsys):
     if script == "sweep.py":  # sweep parses every arm's config with its options: its dry run does only that
         module.run([*expanded, "--dry_run"])
         return
-    _stop_after_parsing(monkeypatch, module, script)
+    _stop_after_parsing(monkeypatch, module)
     try:
         module.main(expanded)
     except Parsed:
