@@ -141,9 +141,10 @@ def log_progress(log: Path) -> tuple[int, float, float] | None:
     return None
 
 
-def progress(running: list, waiting: int, slots: int, now: float) -> str:
+def progress(running: list, waiting: int, slots: int, now: float, finished: tuple = ()) -> str:
     """One line: each running run's step, loss and ETA (from its log), and the sweep's ETA: the longest
-    running run's remaining time plus the waiting runs, slots at a time, at the running runs' mean length.
+    running run's remaining time plus the waiting runs, slots at a time, at the mean length of the runs
+    finished so far (finished: their seconds), else of the running runs (elapsed + their ETA).
     running: (Run, its start time) pairs."""
     parts, lengths, left = [], [], [0.0]
     for r, started in running:
@@ -155,6 +156,7 @@ def progress(running: list, waiting: int, slots: int, now: float) -> str:
         parts.append(f"{r.arm} s{r.seed} step {step}/{r.max_iters} loss {loss:.4f} eta {format_eta(seconds)}")
         lengths.append(now - started + seconds)
         left.append(seconds)
+    lengths = list(finished) or lengths
     if waiting and not lengths:
         sweep = "n/a"
     else:
@@ -165,7 +167,7 @@ def progress(running: list, waiting: int, slots: int, now: float) -> str:
 def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None], every: float = 60) -> dict:
     """Every (run, its state) in todo, len(gpus) at a time (one per GPU), in order, with a progress line every
     `every` seconds; {run: error line} of the failures."""
-    work, failures, lock, running = queue.Queue(), {}, threading.Lock(), {}
+    work, failures, lock, running, finished = queue.Queue(), {}, threading.Lock(), {}, []
     for item in todo:
         work.put(item)
 
@@ -180,9 +182,11 @@ def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | 
                 running[r.out_dir] = (r, time.monotonic())
             error = execute(r, launcher, extra, gpu)
             with lock:
-                del running[r.out_dir]
+                started = running.pop(r.out_dir)[1]
                 if error:
                     failures[(r.arm, r.seed)] = error
+                else:
+                    finished.append(time.monotonic() - started)
                 print(f"{'FAILED' if error else 'done'}: {r.arm} seed {r.seed}" + (f": {error}" if error else ""))
 
     threads = [threading.Thread(target=worker, args=(g,)) for g in gpus]
@@ -195,7 +199,7 @@ def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | 
             due += every
             with lock:
                 if running:
-                    print(progress(list(running.values()), work.qsize(), len(gpus), time.monotonic()))
+                    print(progress(list(running.values()), work.qsize(), len(gpus), time.monotonic(), finished))
     return failures
 
 

@@ -141,3 +141,6 @@ def test_progress_lines_from_the_runs_logs(tmp_path):
         f"running: a s1 step 5/100 loss 2.5000 eta 00:01:40; b s1 step 7/100 loss 3.2500 eta 1d 02:03 | "
         f"3 waiting | sweep eta {sweep.format_eta(eta)}"
     )
+    # once runs have finished, their measured lengths replace the running runs' projections
+    line = sweep.progress([(runs[0], 0.0)], waiting=3, slots=2, now=100.0, finished=[120.0, 80.0])
+    assert line.endswith(f"sweep eta {sweep.format_eta(100 + 2 * 100)}")
