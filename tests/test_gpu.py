@@ -95,3 +95,28 @@ def test_fsdp_bf16_compiled_with_activation_checkpointing_on_gpus(char_data, tmp
     assert checkpoint.sharded_latest(tmp_path).name == "step_000040"
     torchrun(root / "train.py", [*args, "--max_iters=50", "--init_from=resume"], 600, nproc=nproc)
     assert checkpoint.sharded_latest(tmp_path).name == "step_000050"
+
+
+@pytest.mark.parametrize("mode", ["linear", "residual_gelu"])
+def test_an_optimizer_step_never_makes_the_host_wait(mode):
+    """torch.cuda's sync debug mode raises on any operation that makes the host wait for the device. After a
+    warm-up step, train.py's optimizer step (micro-batches from pageable host memory, staged in pinned
+    memory with the next one prefetched; bf16 autocast, the chunked head loss, clipping, the divergence
+    guard, fused AdamW) runs under it without one."""
+    import parallel
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, vocab_size=65, query_mode=mode)).cuda()
+    cfg = train.TrainConfig(batch_size=4, gradient_accumulation_steps=4, device="cuda", compile=False)
+    d = parallel.Dist(enabled=False, rank=0, world_size=1, device="cuda")
+    step = train.OptimizerStep(cfg, d, model, model, torch.bfloat16)
+    host = torch.randint(0, 65, (cfg.gradient_accumulation_steps, 4, 65))
+    batches = lambda: train.DeviceBatches(lambda m: (host[m, :, :-1], host[m, :, 1:]), "cuda")  # noqa: E731
+    step(0, batches())
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        stats = step(1, batches())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(stats).all()
