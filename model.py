@@ -369,11 +369,11 @@ class HeadLoss(torch.autograd.Function):
             grad = logprobs.exp_()
             grad.scatter_add_(1, tc.clamp(min=0)[:, None], torch.full_like(grad[:, :1], -1.0))
             grad.mul_((tc != -1)[:, None])
-            grad = grad.to(dtype)
+            grad = grad.to(dtype)  # autocast casts weight and xc to it below (weight once, from its cache)
             if want_x:
-                grad_x[i : i + chunk] = (grad @ weight.to(grad.dtype)).to(x.dtype)
+                grad_x[i : i + chunk] = (grad @ weight).to(x.dtype)
             if want_w:
-                grad_w += (grad.t() @ xc.to(grad.dtype)).float()
+                grad_w += (grad.t() @ xc).float()
             del logprobs, grad  # before the next chunk's logits exist
         ctx.save_for_backward(grad_x, grad_w)
         ctx.weight_dtype = weight.dtype
