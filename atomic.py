@@ -8,6 +8,7 @@ file and raises WriteError naming the path, the reason and, for a full disk, the
 """
 
 import errno
+import json
 import os
 import shutil
 import uuid
@@ -78,6 +79,11 @@ def _reason(path: Path, e: Exception, needed_bytes: int | None) -> str:
 
 def atomic_write_text(path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_write_json(path, obj, indent: int = 1, **dumps) -> None:
+    """obj as indented JSON with a final newline (json.dumps options in dumps), written atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=indent, **dumps) + "\n")
 
 
 def check_writable(option: str, path) -> None:

@@ -15,7 +15,6 @@ and only the training step is timed (batch_size rows per process); rank 0 report
 """
 
 import copy
-import json
 import os
 import statistics
 import sys
@@ -27,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 import parallel
-from atomic import atomic_write_text
+from atomic import atomic_write_json
 from configurator import parse
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError
@@ -338,7 +337,7 @@ def run(argv):
     if dist.is_initialized() and dist.get_rank() != 0:
         return
     print(markdown(report))
-    atomic_write_text(cfg.out, json.dumps(report, indent=1) + "\n")
+    atomic_write_json(cfg.out, report)
     print(f"results: {cfg.out}")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from atomic import atomic_write_text
+from atomic import atomic_write_json
 from configurator import parse
 from dataset import open_split
 from domains import At, Text, check
@@ -146,7 +146,7 @@ def report_lines(argv):
         f"\nloader: {report['loader_ms_per_batch']:.3f} ms per batch of {cfg.batch_size} x {cfg.block_size}; "
         f"fingerprint: {report['fingerprint_ms_per_step']:.2f} ms per step of 40 micro-batches"
     )
-    atomic_write_text(cfg.out, json.dumps(report, indent=1) + "\n")
+    atomic_write_json(cfg.out, report)
     print(f"results: {cfg.out}")
 
 

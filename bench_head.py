@@ -9,7 +9,6 @@ interleaved rounds; memory is the peak allocated above what existed before (on a
 allocator events, on a GPU from torch.cuda's peak statistics).
 """
 
-import json
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -19,7 +18,7 @@ from typing import Annotated
 import torch
 import torch.nn.functional as F
 
-from atomic import atomic_write_text
+from atomic import atomic_write_json
 from configurator import parse
 from domains import DEVICE, At, OneOf, Text, check
 from errors import cli_main
@@ -96,7 +95,7 @@ def run(argv):
             f"{statistics.median(seconds) * 1e3:.0f} ms [{min(seconds) * 1e3:.0f}-{max(seconds) * 1e3:.0f}] "
             f"over {cfg.rounds} interleaved rounds"
         )
-    atomic_write_text(cfg.out, json.dumps(report, indent=1) + "\n")
+    atomic_write_json(cfg.out, report)
     print(f"results: {cfg.out}")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from atomic import atomic_write_text, temp_path
+from atomic import atomic_write_json, atomic_write_text, temp_path
 from errors import UserError
 
 DTYPE = np.uint16  # what prepare writes; the loader reads meta.json's dtype, one of DTYPES
@@ -77,7 +77,7 @@ def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dic
         for name, tmp in tmps.items():
             os.replace(tmp, out_dir / f"{name}.bin")
         meta = {**meta, "dtype": "uint16", "tokens": counts}
-        atomic_write_text(out_dir / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_json(out_dir / "meta.json", meta, indent=2, ensure_ascii=False)
         for name, top in max_ids.items():  # counted while writing: the first run need not read the bins
             remember_max_id(out_dir, name, top)
         return meta

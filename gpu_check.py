@@ -27,7 +27,7 @@ import torch
 
 import bench
 import train
-from atomic import atomic_write_text
+from atomic import atomic_write_json
 from configurator import parse
 from dataset import write_dataset
 from errors import UserError, cli_main
@@ -131,7 +131,7 @@ def run(argv):
             print(f"{name} ...", file=sys.stderr, flush=True)
             report[name] = fn()
         report["seconds"][name] = round(time.monotonic() - began, 1)
-        atomic_write_text(args.out, json.dumps(report, indent=1, default=str) + "\n")
+        atomic_write_json(args.out, report, default=str)
         print(f"{name}: {report[name] if isinstance(report[name], str) else show(report[name])}")
 
     if not args.skip_tests:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from atomic import atomic_write_text
+from atomic import atomic_write_json
 from errors import ConfigError, UserError
 
 GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, dense FLOP/s); more specific names first
@@ -130,7 +130,7 @@ def machine_cached(name: str, what: str, compute, valid):
     value = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({**cached, key: value}, indent=1) + "\n")
+        atomic_write_json(path, {**cached, key: value})
     except (OSError, UserError):
         pass
     return value

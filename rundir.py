@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from atomic import WriteError, atomic_write_text, fsync_dir
+from atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir
 from checkpoint import CHECKPOINT, SHARDED
 from errors import UserError
 
@@ -107,7 +107,7 @@ class RunDir:
             self.path.rmdir()
 
     def write_config(self, resolved: dict) -> None:
-        atomic_write_text(self.path / CONFIG, json.dumps(resolved, indent=1) + "\n")
+        atomic_write_json(self.path / CONFIG, resolved)
 
     def trim_metrics(self, start: int) -> None:
         """A resumed run replays the steps after its checkpoint: drop their old records (a new run, start 0,

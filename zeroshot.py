@@ -24,7 +24,6 @@ The standard protocol (protocol=standard): HellaSwag and ARC-Easy acc (sum of lo
 stripped lines that qualify; a row the paper protocol skips is refused in one line.
 """
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Annotated
 import torch
 
 import taskdata
-from atomic import atomic_write_text, check_writable
+from atomic import atomic_write_json, check_writable
 from checkpoint import load_for_inference
 from configurator import parse
 from dataset import DataError
@@ -214,7 +213,7 @@ def run(argv):
                 "precision": precision,
                 "results": results,
             }
-            atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+            atomic_write_json(out, record)
     print(f"results: {out}")
 
 
@@ -244,7 +243,7 @@ def run_harness(cfg: EvalConfig, model, meta, device, dtype, out: Path):
         "protocol": "lm-evaluation-harness",
         "results": results,
     }
-    atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+    atomic_write_json(out, record)
     print(f"results: {out}")
 
 
