@@ -30,7 +30,7 @@ from atomic import atomic_write_json
 from configurator import parse
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError
-from hardware import peak_flops, resolve_device, resolve_dtype
+from hardware import dtype_name, peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
 from sample import decoding_precision
 from train import DeviceBatches, OptimizerStep, TrainConfig
@@ -177,7 +177,7 @@ def warm_up(cfg: BenchConfig, d: parallel.Dist, dtype, infer: bool) -> dict:
         subjects[m] = s = Subject(m, cfg, d, dtype, decode_dtype)
         s.train_step()
         if infer:
-            decode_dtype = str(s.decode_dtype).removeprefix("torch.")
+            decode_dtype = dtype_name(s.decode_dtype)
             s.inference()
     return subjects
 

@@ -148,7 +148,8 @@ def _cpuinfo() -> str:
         return ""
 
 
-def _name(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
+    """'bfloat16' for torch.bfloat16: how configs, logs and checkpoints spell a dtype."""
     return str(dtype).removeprefix("torch.")
 
 
@@ -166,6 +167,6 @@ def peak_flops(device: str, dtype: torch.dtype, cpu_peak: float | None = None, c
         if cpu_peak:
             return cpu_peak, "configured cpu_peak_flops"
         if cached:
-            return cached_cpu_flops(dtype), f"{_name(dtype)} matmul peak measured once on this machine (cached)"
-        return measure_cpu_flops(dtype), f"measured {_name(dtype)} matmul peak"
+            return cached_cpu_flops(dtype), f"{dtype_name(dtype)} matmul peak measured once on this machine (cached)"
+        return measure_cpu_flops(dtype), f"measured {dtype_name(dtype)} matmul peak"
     return None, f"no peak known for {device}: MFU not reported"

@@ -35,7 +35,7 @@ from configurator import parse
 from dataset import check_token_ids, load_meta, open_split
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, UserError
-from hardware import autocast, choose_cpu_dtype, machine_cached, peak_flops, resolve_device, resolve_dtype
+from hardware import autocast, choose_cpu_dtype, dtype_name, machine_cached, peak_flops, resolve_device, resolve_dtype
 from loader import (
     OFFICIAL_EVAL,
     OFFICIAL_STEPS,
@@ -391,7 +391,7 @@ class Trainer:
 
             def measure():
                 dtype, why = choose_cpu_dtype(micro_step)
-                return [str(dtype).removeprefix("torch."), why]
+                return [dtype_name(dtype), why]
 
             shape = f"training micro-step of {rows} x {self.block_size} tokens"
             name, why = machine_cached("cpu_dtype", shape, measure, valid=is_dtype_choice)
@@ -474,7 +474,7 @@ class Trainer:
             self.stop_if_diverged(f"non-finite weights at step {it}: not saved")
         meta = {
             "scaler": self.scaler.state_dict(),
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": dtype_name(self.dtype),
             "model_args": self.model_cfg.to_dict(),
             "config": asdict(self.cfg),
             "iter_num": it,

@@ -38,7 +38,7 @@ from configurator import parse
 from dataset import DataError
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, cli_main
-from hardware import autocast, resolve_device, resolve_dtype
+from hardware import autocast, dtype_name, resolve_device, resolve_dtype
 from scoring import checked_encoder, loglikelihoods
 
 TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
@@ -197,7 +197,7 @@ def run(argv):
     if cfg.protocol == "paper" and cfg.dtype == "auto":  # its code loads the weights in bf16, no autocast
         model.to(torch.bfloat16)
         dtype = torch.float32
-    precision = str(next(model.parameters()).dtype if dtype == torch.float32 else dtype).removeprefix("torch.")
+    precision = dtype_name(next(model.parameters()).dtype if dtype == torch.float32 else dtype)
     print(f"precision: {precision} {'weights' if dtype == torch.float32 else 'autocast'}")
     with autocast(device, dtype):
         for task in cfg.tasks:
