@@ -148,6 +148,20 @@ def _cpuinfo() -> str:
         return ""
 
 
+def set_tf32(enabled: bool) -> bool:
+    """TF32 for CUDA's float32 matmuls and convolutions; returns the previous setting (to restore it). Newer
+    torch (2.9+) has fp32_precision and refuses to read the legacy allow_tf32 flags once it was used, so the
+    new API is used wherever it exists, the legacy flags only on the torch versions that have nothing else."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision"):
+        previous = matmul.fp32_precision == "tf32"
+        matmul.fp32_precision = cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
+    else:
+        previous = matmul.allow_tf32
+        matmul.allow_tf32 = cudnn.allow_tf32 = enabled
+    return previous
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """'bfloat16' for torch.bfloat16: how configs, logs and checkpoints spell a dtype."""
     return str(dtype).removeprefix("torch.")

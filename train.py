@@ -35,7 +35,16 @@ from configurator import parse
 from dataset import check_token_ids, load_meta, open_split
 from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, UserError
-from hardware import autocast, choose_cpu_dtype, dtype_name, machine_cached, peak_flops, resolve_device, resolve_dtype
+from hardware import (
+    autocast,
+    choose_cpu_dtype,
+    dtype_name,
+    machine_cached,
+    peak_flops,
+    resolve_device,
+    resolve_dtype,
+    set_tf32,
+)
 from loader import (
     OFFICIAL_EVAL,
     OFFICIAL_STEPS,
@@ -349,8 +358,7 @@ class Trainer:
         if cfg.parallelism == "fsdp" and self.dtype == torch.float16:
             raise ConfigError("parallelism='fsdp' runs bfloat16 or float32, not float16: use --dtype=bfloat16")
         if d.device_type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+            set_tf32(True)
         self.sharded = cfg.parallelism == "fsdp"  # the checkpoint format: sharded even on one process
         self.model = parallel.wrap(model, cfg, d.enabled, self.dtype, d.device_ids)
         self.optimizer_step = step = OptimizerStep(cfg, d, self.model, model, self.dtype)

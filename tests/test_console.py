@@ -189,3 +189,20 @@ def test_gpu_peaks_match_the_most_specific_name(monkeypatch, name, peak):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
     assert hardware.peak_flops("cuda", torch.bfloat16) == (peak, f"{name} data sheet")
     assert hardware.peak_flops("cuda", torch.float32)[0] == peak / 2  # TF32
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.backends.cuda.matmul, "fp32_precision"), reason="this torch has only the legacy TF32 flags"
+)
+def test_tf32_is_switched_through_the_api_that_does_not_refuse_a_mix():
+    """Once anything used torch's fp32_precision API (a library, a user's script), reading the legacy
+    allow_tf32 flag raises; set_tf32 switches and reports through the new API, and restores what was there."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    try:
+        matmul.fp32_precision = "tf32"  # as a library would; torch then refuses to read allow_tf32
+        assert hardware.set_tf32(False) is True
+        assert matmul.fp32_precision == "ieee" and torch.backends.cudnn.conv.fp32_precision == "ieee"
+        assert hardware.set_tf32(True) is False and matmul.fp32_precision == "tf32"
+    finally:
+        matmul.fp32_precision = before

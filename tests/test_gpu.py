@@ -1,5 +1,5 @@
 """Checks that need a CUDA device; skipped elsewhere (CI has none). On a GPU machine, `python gpu_check.py`
-runs them, then the flash-attention, bench and training-loop checks of a first GPU session.
+runs them as its last step, after its probe, training-step and training-loop measurements.
 """
 
 import json
@@ -11,6 +11,7 @@ from helpers import torchrun
 
 import checkpoint
 import train
+from hardware import set_tf32
 from model import GPT, QUERY_MODES, GPTConfig
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -48,9 +49,16 @@ def test_training_on_gpu(char_data, tmp_path, dtype, compile):
     assert all(r["mfu"] is None or 0 < r["mfu"] < 1 for r in records if "mfu" in r)
 
 
+@pytest.fixture
+def without_tf32():
+    """float32 matmuls in full precision for the test (train.py turns TF32 on), then as they were."""
+    previous = set_tf32(False)
+    yield
+    set_tf32(previous)
+
+
 @pytest.mark.parametrize("mode", QUERY_MODES)
-def test_kv_cache_parity_on_gpu(mode, monkeypatch):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # train.py turns TF32 on
+def test_kv_cache_parity_on_gpu(mode, without_tf32):
     torch.manual_seed(0)
     model = (
         GPT(
@@ -74,9 +82,12 @@ def test_kv_cache_parity_on_gpu(mode, monkeypatch):
     )
 
 
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2, reason="FSDP on one GPU exchanges nothing between GPUs: needs two or more"
+)
 def test_fsdp_bf16_compiled_with_activation_checkpointing_on_gpus(char_data, tmp_path):
     """FSDP2 with bf16 gathered parameters and float32 reduction, compiled blocks and activation
-    checkpointing, on up to 2 GPUs (NCCL); then a resume from its sharded checkpoint."""
+    checkpointing, on 2 GPUs (NCCL); then a resume from its sharded checkpoint."""
     args = gpu_args(
         char_data,
         tmp_path,
@@ -86,14 +97,13 @@ def test_fsdp_bf16_compiled_with_activation_checkpointing_on_gpus(char_data, tmp
         gradient_accumulation_steps=4,
         lr_decay_iters=50,
     )
-    nproc = min(2, torch.cuda.device_count())
     root = Path(__file__).resolve().parents[1]
-    torchrun(root / "train.py", args, 600, nproc=nproc)
+    torchrun(root / "train.py", args, 600)
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     val = [r["val_loss"] for r in map(json.loads, lines) if "val_loss" in r]
     assert val[-1] < val[0] - 0.5
     assert checkpoint.sharded_latest(tmp_path).name == "step_000040"
-    torchrun(root / "train.py", [*args, "--max_iters=50", "--init_from=resume"], 600, nproc=nproc)
+    torchrun(root / "train.py", [*args, "--max_iters=50", "--init_from=resume"], 600)
     assert checkpoint.sharded_latest(tmp_path).name == "step_000050"
 
 

@@ -330,34 +330,6 @@ def test_compare_figure_smoothing_signs_labels_and_clipping(tmp_path, capsys):
     assert all(b - a >= 0.05 * (high - low) - 1e-9 for a, b in zip(positions, positions[1:]))  # kept apart
 
 
-def test_the_gpu_session_script_runs_its_steps_on_a_cpu(tmp_path, capsys):
-    """gpu_check.py, the one command for a short GPU session, smoke-tested at the tiny shape on a CPU: every
-    query mode through the flash kernel alone, bench's every arm, train.py's loop for two modes."""
-    import gpu_check
-    from model import QUERY_MODES
-
-    out = tmp_path / "g.json"
-    gpu_check.main(["--preset=tiny", "--steps=8", "--skip_tests", f"--out={out}", "--device=cpu"])
-    report = json.loads(out.read_text())
-    assert report["flash_attention"] == {m: "ok" for m in QUERY_MODES}
-    assert set(report["bench"]["results"]) == set(QUERY_MODES)
-    for mode in gpu_check.LOOP_MODES:
-        assert report["train_loop"][mode]["ms_per_step"] > 0 and report["train_loop"][mode]["graph_breaks"] == 0
-    assert "| residual_gelu |" in capsys.readouterr().out  # bench's table
-    assert set(report["seconds"]) == {"flash_attention", "bench", "train_loop"}
-
-
-def test_the_gpu_session_script_starts_no_step_past_its_time_budget(tmp_path, capsys):
-    import gpu_check
-
-    out = tmp_path / "g.json"
-    gpu_check.main(["--preset=tiny", "--skip_tests", f"--out={out}", "--device=cpu", "--budget_s=0"])
-    report = json.loads(out.read_text())
-    for name in ("flash_attention", "bench", "train_loop"):
-        assert report[name].startswith("skipped") and report["seconds"][name] < 1
-    assert "not run: flash_attention, bench, train_loop" in capsys.readouterr().out
-
-
 def test_the_head_benchmark_measures_both_variants_and_the_chunks_hold_less(tmp_path, capsys):
     """bench_head.py at a small head-dominated shape (3 chunks of logits): both variants timed, and the
     chunked loss's peak allocation below the whole logits' (allocator counts, not timing)."""

