@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 import hub
+from memory import check_fits, parameter_count
 from model import GPT, GPTConfig, width_ratio
 
 EXPORT_TYPE = "nlq_gpt"  # config.json's model_type of an export (hf/configuration_nlq.py)
@@ -25,35 +26,96 @@ def from_pretrained(name_or_path: str, **overrides) -> GPT:
     """GPT-2 ('gpt2' ... 'gpt2-xl') or GPT-NeoX / Pythia weights, by hub name or local HF directory,
     through transformers, or a directory this project exported (export.py --format=hf, read without its
     code). overrides may set fields the checkpoint has no say in (dropout, preproj, content_skip,
-    lora_rank, ...); the parameters they add keep their fresh initialisation."""
+    lora_rank, ...); the parameters they add keep their fresh initialisation. No directory's code is ever
+    run (trust_remote_code=False, and a local directory that names any is refused before transformers
+    sees it), weights are read from safetensors only, and the model's size is checked against free memory
+    before any weights are read."""
     if is_export(name_or_path):
         return _from_export(Path(name_or_path), overrides)
+    if Path(name_or_path).is_dir():
+        check_directory(Path(name_or_path))
     hub.offline()  # before transformers is imported: it reads the switch once
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    safe = dict(trust_remote_code=False)
     try:
-        hf = AutoModelForCausalLM.from_pretrained(name_or_path)  # any dtype: copy_ below casts to ours
-    except (OSError, ValueError) as e:  # not on the hub, no network, or not a model directory
-        raise ValueError(f"cannot load pretrained weights {name_or_path!r}: {str(e).splitlines()[0]}") from None
-    if hf.config.model_type not in IMPORTERS:
+        hf_config = AutoConfig.from_pretrained(name_or_path, **safe)
+    except Exception as e:  # not on the hub, offline, no model directory, a field of the wrong type: the file's
+        raise ValueError(f"cannot load pretrained weights {name_or_path!r}: {first_line(e)}") from None
+    if hf_config.model_type not in IMPORTERS:
         raise ValueError(
-            f"cannot import model_type={hf.config.model_type!r} from {name_or_path}: "
+            f"cannot import model_type={hf_config.model_type!r} from {name_or_path}: "
             f"supported are {', '.join(IMPORTERS)}"
         )
-    fields, theirs = IMPORTERS[hf.config.model_type](hf.config, hf.state_dict())
-    config = GPTConfig(**fields, **overrides)
+    fields, weights = IMPORTERS[hf_config.model_type]
+    try:
+        config = GPTConfig(**fields(hf_config), **overrides)
+    except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong type or out of its domain
+        raise ValueError(f"{name_or_path}'s config does not describe a model here ({first_line(e)})") from None
     if config.query_mode != "linear":
         raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
+    check_fits(parameter_count(config), 8, "cpu", "float32 weights, held twice while they are copied")
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(name_or_path, config=hf_config, use_safetensors=True, **safe)
+    except (OSError, ValueError, RuntimeError) as e:  # no safetensors, or weights that do not fit the config
+        raise ValueError(f"cannot load pretrained weights {name_or_path!r}: {first_line(e)}") from None
+    try:
+        state = weights(hf_config, hf.state_dict())
+    except (KeyError, RuntimeError) as e:  # a weight missing, or of a shape its config does not describe
+        raise ValueError(f"{name_or_path}'s weights do not fit its config.json ({first_line(e)})") from None
     model = GPT(config)
+    copy_weights(model, state, name_or_path)
+    return model
+
+
+def first_line(e: Exception) -> str:
+    """An error's message on one line: its first two lines (transformers puts the cause on the second)."""
+    return " ".join(line.strip() for line in str(e).strip().splitlines()[:2]) or type(e).__name__
+
+
+def check_directory(path: Path) -> None:
+    """A local Hugging Face directory is read only when its config.json names a model type imported here
+    (GPT-2, GPT-NeoX) and no code of its own, and it holds safetensors weights: transformers would
+    otherwise ask on the terminal whether to run the directory's code, or unpickle pytorch_model.bin."""
+    what = "this project reads a directory's config.json and safetensors weights only, and never runs its code"
+    try:
+        c = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path} has no readable config.json ({first_line(e)}): not a Hugging Face model") from None
+    if not isinstance(c, dict):
+        raise ValueError(f"{path}/config.json is not a JSON object: not a Hugging Face model configuration")
+    if c.get("auto_map") or c.get("model_type") not in IMPORTERS:
+        code = f" and code of its own (auto_map: {', '.join(map(str, c['auto_map']))})" if c.get("auto_map") else ""
+        raise ValueError(
+            f"{path}/config.json names model_type={c.get('model_type')!r}{code}: {what}; supported are "
+            f"{', '.join(IMPORTERS)} and this project's exports"
+        )
+    if not any((path / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json")):
+        pickled = [f.name for f in path.glob("*.bin")]
+        held = f" (it holds {', '.join(pickled)}: pickles)" if pickled else ""
+        raise ValueError(
+            f"{path} holds no model.safetensors{held}: {what}; save it with safe_serialization=True where you trust it"
+        )
+
+
+def copy_weights(model: GPT, state: dict, source) -> None:
+    """Copy state into the model: every weight present, each of exactly the model's shape and of a float
+    dtype (copy_ would broadcast a [1] tensor over a whole matrix, or cast integers silently)."""
     ours = model.state_dict()
-    missing = sorted(k for k in ours if k not in theirs and not GPT.is_added(k))
+    missing = sorted(k for k in ours if k not in state and not GPT.is_added(k))
     if missing:
-        raise ValueError(f"{name_or_path} lacks weights for {missing[:4]}")
+        raise ValueError(f"{source} lacks weights for {missing[:4]}")
+    for k, v in ours.items():
+        if k not in state:
+            continue
+        t = state[k]
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(v.shape) or not t.is_floating_point():
+            got = f"{tuple(t.shape)} {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{source}: {k} is {got}, the model needs {tuple(v.shape)} floating point")
     with torch.no_grad():
         for k, v in ours.items():
-            if k in theirs:
-                v.copy_(theirs[k])
-    return model
+            if k in state:
+                v.copy_(state[k])
 
 
 def is_export(path: str) -> bool:
@@ -70,8 +132,26 @@ def _from_export(path: Path, overrides: dict) -> GPT:
     from safetensors.torch import load_file
 
     c = json.loads((path / "config.json").read_text())
+    try:
+        config = GPTConfig(**{**_export_fields(c), **overrides})
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        raise ValueError(f"{path}/config.json is not an export's config ({type(e).__name__}: {e})") from None
+    check_fits(parameter_count(config), 8, "cpu", "float32 weights, held twice while they are copied")
+    model = GPT(config)
+    try:
+        state = load_file(path / "model.safetensors")
+    except (OSError, SafetensorError) as e:
+        raise ValueError(f"cannot read {path / 'model.safetensors'}: {e}") from None
+    if c["tie_word_embeddings"]:
+        state.setdefault("lm_head.weight", state.get("transformer.wte.weight"))
+    copy_weights(model, state, path)
+    return model
+
+
+def _export_fields(c: dict) -> dict:
+    """GPTConfig fields from an export's config.json (hf/configuration_nlq.py's names)."""
     head_dim = c["n_embd"] // c["n_head"]
-    fields = dict(
+    return dict(
         **{k: c[k] for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_kv_head", "bias")},
         **{k: c[k] for k in ("query_mode", "activation", "pos_embedding", "rope_base", "parallel_residual")},
         norm_eps=c["norm_eps"],
@@ -84,26 +164,11 @@ def _from_export(path: Path, overrides: dict) -> GPT:
         content_skip=c["content_skip"],
         tie_embeddings=c["tie_word_embeddings"],
     )
-    model = GPT(GPTConfig(**{**fields, **overrides}))
-    try:
-        state = load_file(path / "model.safetensors")
-    except (OSError, SafetensorError) as e:
-        raise ValueError(f"cannot read {path / 'model.safetensors'}: {e}") from None
-    if c["tie_word_embeddings"]:
-        state.setdefault("lm_head.weight", state.get("transformer.wte.weight"))
-    missing = [k for k in model.state_dict() if k not in state and not GPT.is_added(k)]
-    if missing:
-        raise ValueError(f"{path} lacks weights for {missing[:4]}")
-    with torch.no_grad():
-        for k, v in model.state_dict().items():
-            if k in state:
-                v.copy_(state[k])
-    return model
 
 
-def _from_gpt2(c, sd):
-    """GPTConfig fields and our state dict from HF GPT-2. Its Linear weights are Conv1D, (in, out)."""
-    fields = dict(
+def _gpt2_fields(c) -> dict:
+    """GPTConfig fields from HF GPT-2's config."""
+    return dict(
         block_size=c.n_positions,
         vocab_size=c.vocab_size,
         n_layer=c.n_layer,
@@ -114,22 +179,24 @@ def _from_gpt2(c, sd):
         tie_embeddings=True,
         activation="gelu" if c.activation_function == "gelu" else "gelu_tanh",
     )
+
+
+def _gpt2_weights(c, sd) -> dict:
+    """Our state dict from HF GPT-2's. Its Linear weights are Conv1D, (in, out)."""
     conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-    return fields, {k: v.t() if k.endswith(conv1d) else v for k, v in sd.items()}
+    return {k: v.t() if k.endswith(conv1d) else v for k, v in sd.items()}
 
 
-def _from_neox(c, sd):
-    """GPTConfig fields and our state dict from HF GPT-NeoX (Pythia): partial rotary, parallel residual,
-    biased LayerNorms, an untied head, and a fused QKV laid out head by head."""
+def _neox_fields(c) -> dict:
+    """GPTConfig fields from HF GPT-NeoX's (Pythia's) config: partial rotary, parallel residual, biased
+    LayerNorms, an untied head."""
     rope = getattr(c, "rope_parameters", None) or {}  # transformers >= 5; older releases: rotary_pct etc.
-    d, nh = c.hidden_size, c.num_attention_heads
-    hd = d // nh
-    fields = dict(
+    return dict(
         block_size=c.max_position_embeddings,
         vocab_size=c.vocab_size,
         n_layer=c.num_hidden_layers,
-        n_head=nh,
-        n_embd=d,
+        n_head=c.num_attention_heads,
+        n_embd=c.hidden_size,
         bias=True,
         norm_eps=c.layer_norm_eps,
         tie_embeddings=c.tie_word_embeddings,
@@ -138,8 +205,14 @@ def _from_neox(c, sd):
         rotary_pct=rope.get("partial_rotary_factor", getattr(c, "rotary_pct", 1.0)),
         rope_base=rope.get("rope_theta", getattr(c, "rotary_emb_base", 10000.0)),
         parallel_residual=c.use_parallel_residual,
-        mlp_ratio=c.intermediate_size / d,
+        mlp_ratio=c.intermediate_size / c.hidden_size,
     )
+
+
+def _neox_weights(c, sd) -> dict:
+    """Our state dict from HF GPT-NeoX's, whose fused QKV is laid out head by head."""
+    d, nh = c.hidden_size, c.num_attention_heads
+    hd = d // nh
     out = {
         "transformer.wte.weight": sd["gpt_neox.embed_in.weight"],
         "lm_head.weight": sd["embed_out.weight" if "embed_out.weight" in sd else "lm_head.weight"],  # 4.x; 5.x
@@ -162,7 +235,8 @@ def _from_neox(c, sd):
         w, bias = sd[f"{theirs}attention.query_key_value.weight"], sd[f"{theirs}attention.query_key_value.bias"]
         out[f"{ours}attn.c_attn.weight"] = w.view(nh, 3, hd, d).transpose(0, 1).reshape(3 * d, d)
         out[f"{ours}attn.c_attn.bias"] = bias.view(nh, 3, hd).transpose(0, 1).reshape(3 * d)
-    return fields, out
+    return out
 
 
-IMPORTERS = {"gpt2": _from_gpt2, "gpt_neox": _from_neox}  # transformers' model_type -> importer
+# transformers' model_type -> (GPTConfig fields from its config, our state dict from its state dict)
+IMPORTERS = {"gpt2": (_gpt2_fields, _gpt2_weights), "gpt_neox": (_neox_fields, _neox_weights)}

@@ -6,6 +6,7 @@ the sha256 that tiktoken itself expects: the result is tiktoken's gpt2 encoding,
 """
 
 import functools
+import json
 from pathlib import Path
 
 import tiktoken
@@ -59,10 +60,27 @@ def hf_tokenizer(name: str):
 
     if Path(name).is_dir() and not any((Path(name) / f).exists() for f in TOKENIZER_FILES):
         raise UserError(f"{name} holds no tokenizer files ({', '.join(TOKENIZER_FILES)}): pass a tokenizer directory")
+    if Path(name).is_dir() and _names_code(Path(name)):
+        raise UserError(
+            f"{name}'s tokenizer_config.json or config.json names code of its own (auto_map): this project "
+            "never runs a directory's code; use a tokenizer of a standard class"
+        )
     try:
-        return AutoTokenizer.from_pretrained(name)
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=False)
     except (OSError, ValueError) as e:
         raise UserError(f"cannot load the tokenizer {name!r}: {str(e).splitlines()[0]}") from None
+
+
+def _names_code(directory: Path) -> bool:
+    """Whether a directory's tokenizer_config.json or config.json maps a tokenizer class to its own code."""
+    for name in ("tokenizer_config.json", "config.json"):
+        try:
+            c = json.loads((directory / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(c, dict) and c.get("auto_map") and "AutoTokenizer" in str(c["auto_map"]):
+            return True
+    return False
 
 
 def prefix_token(meta: dict) -> int:

@@ -6,6 +6,8 @@ import json
 import pickle
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +17,11 @@ from helpers import error_of, snapshot, tiny_args
 import analyze_skip
 import checkpoint
 import export
+import importers
 import sample
 import train
 import zeroshot
+from errors import UserError
 from safe_load import UnsafeFile, dcp_planner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,3 +226,102 @@ def test_crafted_official_artifacts_run_no_code(char_data, tmp_path):
     argv = tiny_args(data, tmp_path / "run", sampling="official", batch_size=12, gradient_accumulation_steps=40)
     assert "is not a readable .npy array" in error_of(argv)
     assert not marker.exists()
+
+
+def hf_gpt2(directory: Path) -> Path:
+    """A tiny GPT-2 saved by transformers (config.json + model.safetensors), GPT-2's vocabulary."""
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=32, vocab_size=50257)
+    transformers.GPT2LMHeadModel(hf_config).save_pretrained(directory)
+    return directory
+
+
+def edit_json(path: Path, **changes) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "its_own"])
+def test_an_hf_directory_naming_code_of_its_own_is_refused_by_every_tool_and_runs_nothing(
+    tmp_path, char_data, model_type
+):
+    """config.json's auto_map points at the directory's own module, which would leave a marker; asked on
+    the terminal, a 'y' would run it. Every tool that reads an HF directory (sample, zeroshot and its
+    harness, train) refuses in one line before transformers sees it."""
+    d, marker = hf_gpt2(tmp_path / "hf"), tmp_path / "RAN"
+    auto_map = {"AutoConfig": "own.Config", "AutoModelForCausalLM": "own.Model"}
+    edit_json(d / "config.json", model_type=model_type, auto_map=auto_map)
+    (d / "own.py").write_text(f"open({str(marker)!r}, 'w')\nfrom transformers import GPT2Config as Config\n")
+    said = subprocess.run(
+        [sys.executable, ROOT / "sample.py", f"--init_from={d}", "--start=a", "--max_new_tokens=2"],
+        input="y\ny\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert said.returncode == 1 and "never runs its code" in said.stderr and "[y/N]" not in said.stdout + said.stderr
+    out = tmp_path / "out"
+    for argv, main in [
+        ([f"--init_from={d}", "--start=a"], sample.main),
+        ([f"--init_from={d}", "--tasks=wikitext", f"--out={tmp_path / 'e.json'}"], zeroshot.main),
+        (tiny_args(char_data, out, init_from=d, max_iters=1), train.main),
+    ]:
+        assert "never runs its code" in error_of(argv, main)
+    assert not marker.exists() and not out.exists()
+
+
+def test_a_pickled_pytorch_model_bin_is_refused_unread(tmp_path):
+    d, marker = hf_gpt2(tmp_path / "hf"), tmp_path / "RAN"
+    (d / "model.safetensors").unlink()
+    with open(d / "pytorch_model.bin", "wb") as f:
+        pickle.dump(Payload(marker), f)
+    message = error_of([f"--init_from={d}", "--start=a"], sample.main)
+    assert "holds no model.safetensors (it holds pytorch_model.bin: pickles)" in message and not marker.exists()
+
+
+def test_a_tokenizer_directory_naming_code_of_its_own_is_refused(tmp_path):
+    from tokenizer import hf_tokenizer
+
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"auto_map": {"AutoTokenizer": ["own.Tok", None]}}))
+    with pytest.raises(UserError, match="never runs a directory's code"):
+        hf_tokenizer(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "replace, message",
+    [
+        (lambda t: t.flatten()[:1].clone(), r"is \(1,\) torch.float32, the model needs \(16,\) floating point"),
+        (lambda t: t.long(), r"is \(16,\) torch.int64, the model needs \(16,\) floating point"),
+    ],
+)
+def test_safetensors_weights_must_have_the_models_exact_shape_and_a_float_dtype(tmp_path, replace, message):
+    """A [1] tensor would broadcast over the whole weight through copy_, integers would cast silently."""
+    from safetensors.torch import load_file, save_file
+
+    import hf_export
+    from model import GPT, GPTConfig
+
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=32, vocab_size=50304))
+    d = hf_export.export(model, {"tokenizer": "gpt2", "vocab_size": 50257}, tmp_path / "hf")
+    state = load_file(d / "model.safetensors")
+    state["transformer.ln_f.weight"] = replace(state["transformer.ln_f.weight"])
+    save_file(state, d / "model.safetensors")
+    with pytest.raises(ValueError, match=message):
+        importers.from_pretrained(str(d))
+
+
+def test_an_hf_config_describing_a_model_too_large_for_memory_is_refused_before_any_weight_is_read(tmp_path):
+    d = hf_gpt2(tmp_path / "hf")
+    edit_json(d / "config.json", n_layer=4096, n_embd=8192)  # 3.3 T parameters
+    (d / "model.safetensors").write_bytes(b"never read")
+    message = error_of([f"--init_from={d}", "--start=a"], sample.main)
+    assert "float32 weights, held twice while they are copied" in message and "GiB free on cpu" in message
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [({"n_embd": "16"}, "Field 'n_embd' expected int, got str"), ({"n_embd": 32}, "cannot load pretrained weights")],
+)
+def test_an_hf_config_of_the_wrong_type_or_size_is_one_line(tmp_path, changes, message):
+    d = hf_gpt2(tmp_path / "hf")
+    edit_json(d / "config.json", **changes)
+    assert message in error_of([f"--init_from={d}", "--start=a"], sample.main)
