@@ -15,6 +15,7 @@ a sharded step, or a kept ckpt_NNNNNN.pt), warning about each damaged one it pas
 """
 
 import json
+import math
 import os
 import re
 import shutil
@@ -76,6 +77,7 @@ def load(path, required=("model", "model_args")) -> dict:
         ckpt = torch_load(path)
     except Exception as e:
         raise Damaged(f"{path} cannot be read ({type(e).__name__}): it is truncated or not a checkpoint") from None
+    check_types(ckpt, path)
     if official.is_official(ckpt):  # arXiv 2603.13381's own checkpoints, in this project's terms
         ckpt = official.convert(ckpt, path)
     missing = [k for k in required if not isinstance(ckpt, dict) or k not in ckpt]
@@ -89,6 +91,24 @@ def load(path, required=("model", "model_args")) -> dict:
             f"{path} lacks {', '.join(missing)}: not a checkpoint of this project nor of the paper's official code"
         )
     return ckpt
+
+
+def check_types(ckpt, path) -> None:
+    """The fields every reader relies on are of their type, in this project's format and the official one
+    alike: model a dict of tensors, model_args and config dicts, iter_num a step count."""
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(f"{path} holds a {type(ckpt).__name__}, not a checkpoint's dict")
+    wrong = [
+        f"{k} is a {type(ckpt[k]).__name__}" for k in ("model_args", "config") if not isinstance(ckpt.get(k, {}), dict)
+    ]
+    model = ckpt.get("model", {})
+    if not isinstance(model, dict) or not all(isinstance(v, torch.Tensor) for v in model.values()):
+        wrong.append("model is not a dict of tensors")
+    step = ckpt.get("iter_num", 0)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        wrong.append(f"iter_num is {step!r}, not a step count")
+    if wrong:
+        raise CheckpointError(f"{path} is damaged or not a checkpoint: {'; '.join(wrong)}")
 
 
 def check_files(directory: Path, ckpt: dict) -> None:
@@ -116,7 +136,12 @@ def clean_state_dict(state: dict) -> dict:
     return out
 
 
-def _mismatch(path, e: Exception) -> CheckpointError:
+def _mismatch(path, e: Exception, ckpt: dict) -> CheckpointError:
+    if ckpt.get("origin") == "official":
+        return CheckpointError(
+            f"{path} is an official checkpoint of arXiv 2603.13381 that this project cannot build "
+            f"({str(e).splitlines()[0]}): its model_args or weights are damaged or of another model"
+        )
     return CheckpointError(
         f"{path} does not match this version's model ({str(e).splitlines()[0]}): "
         "use the version of this project that wrote it"
@@ -130,7 +155,7 @@ def model_config(ckpt: dict, path, **overrides):
     try:
         return GPTConfig(**{**ckpt["model_args"], **overrides})
     except (TypeError, ValueError) as e:  # a field this version lacks, or a value it refuses
-        raise _mismatch(path, e) from None
+        raise _mismatch(path, e, ckpt) from None
 
 
 def model_from(ckpt: dict, path, **overrides):
@@ -159,7 +184,7 @@ def restore_weights(model, ckpt: dict, path) -> None:
             whole = StateDictOptions(full_state_dict=True)
             set_model_state_dict(model, clean_state_dict(ckpt["model"]), options=whole)
     except (RuntimeError, KeyError) as e:
-        raise _mismatch(path, e) from None
+        raise _mismatch(path, e, ckpt) from None
 
 
 def is_file_source(init_from: str) -> bool:
@@ -374,7 +399,9 @@ def _prune(root: Path, newest: Path) -> None:
 
 
 def restore_optimizer(model, optimizer, ckpt: dict) -> None:
-    """Load a checkpoint's optimizer state into an optimizer over model's parameters, sharded or not."""
+    """Load a checkpoint's optimizer state into an optimizer over model's parameters, sharded or not. A
+    single file's state is checked against the model first (groups, names, shapes, dtypes, steps): fused
+    AdamW reads a state of another shape out of bounds (a segfault), not as an error."""
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
         get_optimizer_state_dict,
@@ -386,22 +413,80 @@ def restore_optimizer(model, optimizer, ckpt: dict) -> None:
         _dcp_load({"optimizer": state}, ckpt["sharded"])
         set_optimizer_state_dict(model, optimizer, state)
         return
-    # A single file keys the state by each parameter's position in the optimizer's groups (an official
-    # checkpoint's arrives keyed by name, official.convert); keyed by name, the same whole state loads into
-    # sharded parameters as well (each rank keeps its shard).
-    saved = ckpt["optimizer"]
-    groups = saved["param_groups"]
-    if not any(isinstance(p, str) for g in groups for p in g["params"]):
-        names = {id(p): n for n, p in model.named_parameters()}
-        order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
-        saved = {
-            "state": {order[i]: s for i, s in saved["state"].items()},
-            "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in groups],
-        }
+    path = ckpt.get("path", "the checkpoint")
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = [[names[id(p)] for p in group["params"]] for group in optimizer.param_groups]
+    saved = _keyed_by_name(optimizer_state(ckpt, path), [n for g in groups for n in g], path)
+    _check_state(saved, groups, dict(model.named_parameters()), path)
     # How this optimizer computes (fused on this device, ...) is this run's, not the saving run's.
     ours = [{k: g[k] for k in IMPLEMENTATION if k in g} for g in optimizer.param_groups]
     saved = {**saved, "param_groups": [{**g, **o} for g, o in zip(saved["param_groups"], ours, strict=True)]}
     set_optimizer_state_dict(model, optimizer, saved, options=StateDictOptions(full_state_dict=True))
+
+
+def optimizer_state(ckpt: dict, path) -> dict:
+    """A checkpoint's AdamW state ({'state', 'param_groups'}), or one line saying why there is none: a
+    checkpoint shared without it (absent, None or {}) serves every use but a resume and --init_continue."""
+    if ckpt.get("optimizer_unusable"):
+        raise CheckpointError(f"{ckpt['optimizer_unusable']}: it cannot be continued; start from its weights alone")
+    saved = ckpt.get("optimizer")
+    if not saved:
+        raise CheckpointError(
+            f"{path} holds no optimizer state (it was left out, as when a checkpoint is shared): a resume needs it; "
+            f"start a new run from its weights with --init_from={path} and another --out_dir"
+        )
+    if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
+        raise CheckpointError(f"{path}'s optimizer entry is not an optimizer's state: start from its weights alone")
+    if not isinstance(saved.get("param_groups"), list) or not all(
+        isinstance(g, dict) and isinstance(g.get("params"), list) for g in saved["param_groups"]
+    ):
+        raise CheckpointError(f"{path}'s optimizer state has no parameter groups: start from its weights alone")
+    return saved
+
+
+def _keyed_by_name(saved: dict, order: list, path) -> dict:
+    """A single file keys the state by each parameter's position in the optimizer's groups (an official
+    checkpoint's arrives keyed by name, official.convert); keyed by name, the same whole state loads into
+    sharded parameters as well (each rank keeps its shard)."""
+    keys = [*saved["state"], *(i for g in saved["param_groups"] for i in g["params"])]
+    if all(isinstance(k, str) for k in keys):
+        return saved
+    if not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(order) for k in keys):
+        raise CheckpointError(
+            f"{path}'s optimizer state indexes parameters outside this model's {len(order)}: it belongs to another "
+            "model; start from its weights alone"
+        )
+    return {
+        "state": {order[i]: s for i, s in saved["state"].items()},
+        "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in saved["param_groups"]],
+    }
+
+
+def _check_state(saved: dict, groups: list, params: dict, path) -> None:
+    """The state fits this optimizer: the same groups of the same parameters, each moment of its parameter's
+    shape in a float dtype, each step a finite count >= 0."""
+    theirs = [sorted(map(str, g["params"])) for g in saved["param_groups"]]
+    if theirs != [sorted(g) for g in groups]:
+        raise CheckpointError(
+            f"{path}'s optimizer state holds {len(theirs)} groups of {[len(g) for g in theirs]} parameters, this "
+            f"model's optimizer {len(groups)} of {[len(g) for g in groups]} (or other names): it belongs to another "
+            "model or freezing; start from its weights alone"
+        )
+    for name, entry in saved["state"].items():
+        if name not in params or not isinstance(entry, dict):
+            raise CheckpointError(f"{path}'s optimizer state for {name!r} is not this model's: the file is damaged")
+        for key, value in entry.items():
+            if key == "step":
+                step = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+                if not isinstance(step, (int, float)) or isinstance(step, bool) or not 0 <= step < math.inf:
+                    raise CheckpointError(f"{path}'s optimizer step for {name} is {value!r}: not a count; damaged")
+            elif isinstance(value, torch.Tensor) and (
+                tuple(value.shape) != tuple(params[name].shape) or not value.is_floating_point()
+            ):
+                raise CheckpointError(
+                    f"{path}'s optimizer {key} for {name} is {tuple(value.shape)} {value.dtype}, the parameter "
+                    f"{tuple(params[name].shape)}: it belongs to another model; start from its weights alone"
+                )
 
 
 def load_for_inference(init_from: str, out_dir: str):

@@ -150,8 +150,13 @@ def convert(ckpt: dict, path) -> dict:
         "tokenizer": {"tokenizer": "gpt2"},
         "official": {"model_args": ckpt["model_args"], "config": ckpt.get("config", {})},
     }
-    if "optimizer" in ckpt:
-        out["optimizer"] = _optimizer(ckpt["optimizer"], fields, state, path)
+    if ckpt.get("optimizer"):  # a shared checkpoint may leave it out (absent, None, {}): the weights still load
+        try:
+            out["optimizer"] = _optimizer(ckpt["optimizer"], fields, state, path)
+        except (OfficialError, KeyError, TypeError, IndexError) as e:  # only a continuation needs it
+            out["optimizer_unusable"] = (
+                str(e) if isinstance(e, OfficialError) else f"{path}: its optimizer state is damaged"
+            )
     return out
 
 

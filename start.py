@@ -108,6 +108,8 @@ def build_model(cfg, model_cfg: GPTConfig, mode: str, path):
     if mode == "resume":
         required = ("model", "model_args", "config", "optimizer", "iter_num", "origin")
         ckpt = checkpoint.load(path, required=required)
+        if "sharded" not in ckpt:  # a sharded step keeps its optimizer state in its shards
+            checkpoint.optimizer_state(ckpt, path)
         mismatched = resume_mismatches(ckpt, cfg, model_cfg, path)
         if mismatched:
             schedule_changed = any(m.startswith(tuple(SCHEDULE)) for m in mismatched)
@@ -142,8 +144,7 @@ def from_file(cfg, model_cfg: GPTConfig, path: str):
     if cfg.init_continue:
         if set(added) - {"dropout"}:
             raise ConfigError(f"init_continue=True continues {path} as it was: unset {', '.join(sorted(added))}")
-        if "optimizer" not in ckpt:
-            raise ConfigError(f"init_continue=True needs {path}'s optimizer state, which it lacks: leave it off")
+        checkpoint.optimizer_state(ckpt, path)  # refused here, before the model is built, if it has none
     config = checkpoint.model_config(ckpt, path, **added)
     check_memory(cfg, config)
     model = GPT(config)

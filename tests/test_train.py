@@ -217,7 +217,7 @@ def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path
     assert "data/nope/meta.json not found: run" in error_of(["--dataset=nope", f"--out_dir={tmp_path}"])
     assert "did you mean" in error_of(tiny_args(data_dir, tmp_path, n_layers=2))
     assert "init_from='gtp2'" in error_of(tiny_args(data_dir, tmp_path, init_from="gtp2"))
-    assert "cannot load pretrained weights" in error_of(tiny_args(data_dir, tmp_path, init_from=str(tmp_path)))
+    assert "has no readable config.json" in error_of(tiny_args(data_dir, tmp_path, init_from=str(tmp_path)))
     vocab = json.loads((Path(data_dir) / "meta.json").read_text())["vocab_size"]
     assert f"vocab_size={vocab}" in error_of(tiny_args(data_dir, tmp_path, vocab_size=vocab - 1))
     assert "fewer than block_size" in error_of(tiny_args(data_dir, tmp_path, block_size=200_000))
