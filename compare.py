@@ -21,13 +21,12 @@ import statistics
 from dataclasses import fields
 from pathlib import Path
 
-import torch
-
 import official
 from atomic import atomic_write_text, check_writable
 from errors import UserError, cli_main
 from figures import check_figure_path, save_figure
-from model import GPT, GPTConfig
+from memory import parameter_count
+from model import GPTConfig
 from rundir import read_metrics
 
 
@@ -39,11 +38,16 @@ class Run:
     """One training run: its config and its step records (train records and evaluation records)."""
 
     def __init__(self, name: str, config: dict, records):
+        if not isinstance(config, dict) or not isinstance(
+            config.get("wandb_run_name") or config.get("query_mode"), str
+        ):
+            raise CompareError(f"{name}: its config is not a train.py run's (a JSON object with query_mode)")
         self.name, self.config = name, config
         self.arm = config.get("wandb_run_name") or config["query_mode"]
         self.seed = config.get("seed")
         self.evals, self.steps = {}, {}  # step -> record; a later record of a step replaces an earlier one
-        for r in records:
+        for number, r in enumerate(records, 1):
+            check_record(r, f"{name} record {number}")
             (self.evals if "val_loss" in r else self.steps)[r["step"]] = r
         if not self.evals:
             raise CompareError(f"{name} holds no evaluation yet")
@@ -90,8 +94,20 @@ class Run:
         if self.config.get("official") and "n_embd" not in self.config:
             return None  # an official run directory without its ckpt.pt
         names = {f.name for f in fields(GPTConfig)}
-        with torch.device("meta"):
-            return GPT(GPTConfig(**{k: v for k, v in self.config.items() if k in names})).num_params()
+        try:
+            config = GPTConfig(**{k: v for k, v in self.config.items() if k in names})
+        except (TypeError, ValueError) as e:
+            raise CompareError(f"{self.name}: its config does not describe a model ({e})") from None
+        return parameter_count(config, non_embedding=True)
+
+
+def check_record(r, where: str) -> None:
+    """A metrics record as train.py writes it: an object with an integer step >= 0, numeric losses."""
+    if not isinstance(r, dict) or not isinstance(r.get("step"), int) or isinstance(r["step"], bool) or r["step"] < 0:
+        raise CompareError(f"{where} is not a train.py record (an object with an integer step): {str(r)[:80]}")
+    for key in ("val_loss", "loss"):
+        if key in r and (not isinstance(r[key], (int, float)) or isinstance(r[key], bool)):
+            raise CompareError(f"{where}: {key} is {r[key]!r}, not a number; repair or delete that record")
 
 
 def arms_of(runs) -> dict:

@@ -26,10 +26,17 @@ from model import GPT, LOSS_CHUNK
 GiB = 2**30
 
 
-def parameter_count(model_cfg) -> int:
-    """The model's parameters, counted on the meta device (nothing allocated)."""
-    with torch.device("meta"):
-        return sum(p.numel() for p in GPT(model_cfg).parameters())
+def parameter_count(model_cfg, non_embedding: bool = False) -> int:
+    """The model's parameters (GPT.num_params), exactly, without building it: every block is alike, so
+    models of one and of two blocks on the meta device give the count at any depth, and a model that a
+    file describes is never built, even on the meta device, just to be measured."""
+
+    def count(n_layer: int) -> int:
+        with torch.device("meta"):
+            return GPT(replace(model_cfg, n_layer=n_layer)).num_params(non_embedding)
+
+    one, two = count(1), count(2)
+    return one + (two - one) * (model_cfg.n_layer - 1)
 
 
 def free_bytes(device: str) -> int | None:

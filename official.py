@@ -262,9 +262,19 @@ def losses(run_dir) -> tuple[dict, dict]:
     eval_train_tensor.pt / eval_val_tensor.pt (count, mean, std over 200 batches); unwritten rows are 0."""
     run_dir = Path(run_dir)
     train, eval_train, eval_val = (read_log(run_dir / name) for name in LOGS)
+    if len(eval_train) != len(eval_val):  # its loop allocates both with one row per evaluation
+        raise OfficialError(
+            f"{run_dir}: {LOGS[1]} has {len(eval_train)} rows and {LOGS[2]} {len(eval_val)}; its train.py writes "
+            "them alike: one of them is damaged or from another run"
+        )
+    for name, log in zip(LOGS[1:], (eval_train, eval_val)):
+        if not torch.isfinite(log[:, 0]).all() or (log[:, 0] < 0).any():
+            raise OfficialError(f"{run_dir / name}: its counts (column 0) must be finite and >= 0: it is damaged")
     steps = {i: float(v) for i, v in enumerate(train[:, 0].tolist()) if v != 0}
-    evals = {
-        k * EVAL_INTERVAL: (float(v[1]), float(t[1])) for k, (v, t) in enumerate(zip(eval_val, eval_train)) if v[0] > 0
+    evals = {  # a train-eval row not written (count 0) is no loss of 0
+        k * EVAL_INTERVAL: (float(v[1]), float(t[1]) if t[0] > 0 else math.nan)
+        for k, (v, t) in enumerate(zip(eval_val, eval_train))
+        if v[0] > 0
     }
     if not evals:
         raise OfficialError(f"{run_dir / LOGS[2]} holds no evaluation yet")

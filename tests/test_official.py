@@ -359,20 +359,54 @@ def test_compare_overlays_an_official_run_as_an_arm_and_baseline(tmp_path, capsy
     assert compare.Run.from_official(str(tmp_path / "official")).non_embedding_params() == n
 
 
-@pytest.mark.parametrize("damage", ["truncated", "foreign", "missing"])
-def test_a_damaged_official_log_is_one_line(tmp_path, damage):
+def edit_log(path, change):
+    t = torch.load(path, weights_only=True)
+    torch.save(change(t), path)
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("truncated", "eval_val_tensor.pt cannot be read"),
+        ("foreign", "eval_val_tensor.pt is not an official loss log"),
+        ("missing", "eval_val_tensor.pt not found"),
+        ("fewer train-eval rows", "eval_train_tensor.pt has 40 rows and eval_val_tensor.pt 61"),
+        ("a NaN count", "counts (column 0) must be finite and >= 0"),
+        ("a negative count", "counts (column 0) must be finite and >= 0"),
+    ],
+)
+def test_a_damaged_official_log_is_one_line(tmp_path, damage, words):
+    """Never truncated by zip, never a row dropped silently because its count is NaN or negative."""
     import compare
 
-    write_official_logs(tmp_path / "official", {0: 10.9}, [10.95])
+    write_official_logs(tmp_path / "official", {0: 10.9}, [10.95, 4.5, 4.0])
     log = tmp_path / "official" / "eval_val_tensor.pt"
     if damage == "truncated":
         log.write_bytes(log.read_bytes()[:100])
     elif damage == "foreign":
         torch.save({"not": "a log"}, log)
-    else:
+    elif damage == "missing":
         log.unlink()
+    elif damage == "fewer train-eval rows":
+        edit_log(tmp_path / "official" / "eval_train_tensor.pt", lambda t: t[:40])
+    else:
+        edit_log(
+            log,
+            lambda t: t.index_put_(
+                (torch.tensor([1]), torch.tensor([0])), torch.tensor(math.nan if "NaN" in damage else -200.0)
+            ),
+        )
     message = error_of([f"--reference={tmp_path / 'official'}", "--png="], main=compare.main)
-    assert "eval_val_tensor.pt" in message
+    assert words in message
+
+
+def test_an_unwritten_train_eval_row_is_no_loss_of_zero(tmp_path):
+    import compare
+
+    write_official_logs(tmp_path / "official", {0: 10.9}, [10.95, 4.5])
+    edit_log(tmp_path / "official" / "eval_train_tensor.pt", lambda t: t.index_fill_(0, torch.tensor([1]), 0.0))
+    run = compare.Run.from_official(str(tmp_path / "official"))
+    assert run.evals[1000]["val_loss"] == pytest.approx(4.5) and math.isnan(run.evals[1000]["train_eval_loss"])
 
 
 def test_prepare_writes_the_bytes_of_nanogpts_openwebtext_procedure(tmp_path):

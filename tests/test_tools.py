@@ -172,6 +172,39 @@ def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
     return d
 
 
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda d: (d / "metrics.jsonl").write_text('{"val_loss": 3.0}\n'), "record 1 is not a train.py record"),
+        (lambda d: (d / "metrics.jsonl").write_text('{"step": 1, "val_loss": "3.0"}\n'), "val_loss is '3.0'"),
+        (lambda d: (d / "metrics.jsonl").write_text('{"step": 1, "val_loss": null}\n'), "val_loss is None"),
+        (lambda d: (d / "metrics.jsonl").write_text('{"step": true, "loss": 1}\n'), "an integer step"),
+        (lambda d: (d / "config.json").write_text("[1, 2]"), "its config is not a train.py run's"),
+        (lambda d: (d / "config.json").write_text('{"seed": 1}'), "its config is not a train.py run's"),
+        (lambda d: (d / "config.json").write_text('{"query_mode": "linear", "n_layer": "2"}'), "does not describe"),
+    ],
+)
+def test_compare_on_valid_json_of_the_wrong_shape_is_one_line(tmp_path, damage, words):
+    run = fake_run(tmp_path, "r", "linear", 1, {0: 3.0, 10: 2.5}, [])
+    damage(run)
+    assert words in error_of([str(run), "--png="], main=compare.main)
+
+
+def test_compare_counts_a_deep_models_parameters_without_building_it(tmp_path, monkeypatch):
+    """A config of 2,000 blocks: the count is exact, from models of one and two blocks (blocks are alike),
+    and no block beyond those three is ever built."""
+    import model
+
+    built = []
+    init = model.Block.__init__
+    monkeypatch.setattr(model.Block, "__init__", lambda self, *a, **k: built.append(1) or init(self, *a, **k))
+    run = fake_run(tmp_path, "r", "deep", 1, {0: 3.0, 10: 2.5}, [])
+    (run / "config.json").write_text(json.dumps({"query_mode": "linear", "n_layer": 2000, "n_head": 2, "n_embd": 8}))
+    per_block = 3 * 8 * 8 + 8 * 8 + 2 * 4 * 8 * 8 + 2 * 8  # Q, K, V and the projection; the MLP; 2 LayerNorm weights
+    assert compare.Run.from_dir(run).non_embedding_params() == 2000 * per_block + 8  # + ln_f
+    assert len(built) <= 3
+
+
 def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
     runs = tmp_path / "runs"
     runs.mkdir()
