@@ -70,40 +70,63 @@ class OfficialRows:
         return torch.randint(self.high, (1, OFFICIAL_ROWS), generator=self.gen)[0].numpy()
 
 
-def official_train_table(data_dir, n_tokens: int) -> np.ndarray | None:
-    """Its train_indices.npy beside the bins, if there (see official_table), else None: the rows are replayed."""
-    shape = (OFFICIAL_STEPS, OFFICIAL_ROWS)
-    return official_table(os.path.join(data_dir, "train_indices.npy"), shape, lambda: OfficialRows(n_tokens).row(0))
+def official_train_table(data_dir, n_tokens: int, steps: int) -> np.ndarray | None:
+    """Its train_indices.npy beside the bins, if there (see official_table), else None: the rows are replayed.
+    A prefix of it (fewer rows) serves a run of at most that many steps."""
+    path = os.path.join(data_dir, "train_indices.npy")
+    shape, high = (OFFICIAL_STEPS, OFFICIAL_ROWS), n_tokens - OFFICIAL_WINDOW
+    table = official_table(path, shape, lambda: OfficialRows(n_tokens).row(0), high)
+    if table is not None and len(table) < steps:
+        raise DataError(
+            f"{path} holds the first {len(table):,} rows of the official indices, the run needs {steps:,} "
+            "(max_iters): lower max_iters, or remove it (the order is replayed)"
+        )
+    return table
 
 
 def official_eval_offsets(n_train: int, n_val: int, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
     """(train, val) window offsets of every official evaluation: row k is the k-th evaluation's 2400. Its own
-    eval_train_indices.npy / eval_val_indices.npy beside the bins in data_dir must equal them."""
+    eval_train_indices.npy / eval_val_indices.npy beside the bins in data_dir (or a prefix of them) must
+    equal them."""
     gen = torch.Generator().manual_seed(OFFICIAL_SEED)
     train = torch.randint(n_train - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen).numpy()
     val = torch.randint(n_val - OFFICIAL_WINDOW, OFFICIAL_EVAL, generator=gen).numpy()
-    for name, rows in (("eval_train_indices.npy", train), ("eval_val_indices.npy", val)):
+    for name, rows, n in (("eval_train_indices.npy", train, n_train), ("eval_val_indices.npy", val, n_val)):
         path = os.path.join(data_dir, name) if data_dir is not None else ""
-        table = official_table(path, OFFICIAL_EVAL, lambda: rows[0])  # noqa: B023 (called at once)
-        if table is not None and not np.array_equal(table, rows):
+        table = official_table(path, OFFICIAL_EVAL, lambda: rows[0], n - OFFICIAL_WINDOW)  # noqa: B023 (called at once)
+        if table is not None and not np.array_equal(table, rows[: len(table)]):
             raise DataError(f"{path} differs from the official evaluation indices in a later row: remove it")
     return train, val
 
 
-def official_table(path, shape: tuple, first_row) -> np.ndarray | None:
+def official_table(path, shape: tuple, first_row, high: int) -> np.ndarray | None:
     """An official .npy index file (its Generate_Indices.ipynb writes them beside the bins, where its train.py
-    reads them), memory-mapped without pickle, or None if there is none. Its shape and first row (first_row():
-    the replay's) must be what the replay draws for these bins: else it was drawn for other token counts."""
+    reads them), memory-mapped without pickle, or None if there is none. Its columns, its first row
+    (first_row(): the replay's) and its number of rows (the full count, or fewer: a prefix) must be what the
+    replay draws for these bins, and every offset must lie in 0..high - 1 (a negative one would wrap to the
+    end of the tokens, one past the end would read past them)."""
     if not os.path.isfile(path):
         return None
     try:
         table = numpy_array(path)
     except (ValueError, OSError) as e:
         raise DataError(f"{path} is not a readable .npy array ({e}): remove it (the order is replayed)") from None
-    if table.shape != shape or table.dtype.kind not in "iu" or not np.array_equal(table[0], first_row()):
+    if (
+        table.ndim != len(shape)
+        or table.shape[1:] != shape[1:]
+        or not 1 <= table.shape[0] <= shape[0]
+        or table.dtype.kind not in "iu"
+        or not np.array_equal(table[0], first_row())
+    ):
         raise DataError(
-            f"{path} is not the official index array for these bins (shape {shape}, its first row as the seed-42 "
-            "draw over this data's token count): remove it, or use the bins it was drawn for"
+            f"{path} is not the official index array for these bins (shape {shape} or its first rows, its first "
+            "row as the seed-42 draw over this data's token count): remove it, or use the bins it was drawn for"
+        )
+    low, top = int(table.min()), int(table.max())  # vectorised over the memory map: about a second for 2.3 GB
+    if low < 0 or top >= high:
+        raise DataError(
+            f"{path} holds offsets from {low} to {top}, outside 0..{high - 1} for these bins: it is damaged or "
+            "drawn for other data; remove it (the order is replayed)"
         )
     return table
 

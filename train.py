@@ -201,7 +201,7 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
         raise ConfigError(f"sampling='official' holds {OFFICIAL_STEPS:,} steps of indices: set max_iters <= that")
     accum = cfg.gradient_accumulation_steps
     try:
-        table = official_train_table(path, len(train)) if cfg.sampling == "official" else None
+        table = official_train_table(path, len(train), cfg.max_iters) if cfg.sampling == "official" else None
         batches = TrainBatches(train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos, table)
         eval_windows = evaluation_windows(cfg, block_size, len(train), len(val), path)
     except ValueError as e:

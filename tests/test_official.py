@@ -17,6 +17,7 @@ import checkpoint
 import official
 import sample
 import train
+from errors import UserError
 from loader import TrainBatches
 from model import GPT, GPTConfig
 from train import TrainConfig, make_optimizer
@@ -510,6 +511,30 @@ def test_its_own_index_files_beside_the_bins_are_used_and_checked(char_data, tmp
     assert "train_indices.npy is not the official index array for these bins" in error_of(args)
     (data / "train_indices.npy").write_bytes(b"\x93NUMPY junk")
     assert "is not a readable .npy array" in error_of(args)
+
+
+def test_a_prefix_of_its_index_file_serves_the_steps_it_covers_and_every_offset_is_checked(char_data, tmp_path):
+    """Its first rows alone (np.save of a shorter draw) serve a run of that many steps, and say what is short
+    otherwise; an offset out of range in any later row is refused (a negative one wrapped to the end)."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(char_data, data)
+    n_train = len(np.memmap(data / "train.bin", dtype=np.uint16))
+    rows = torch.randint(n_train - 1024, (6, 480), generator=torch.Generator().manual_seed(42)).numpy()
+    np.save(data / "train_indices.npy", rows)
+    cfg = dict(dataset=str(data), sampling="official", batch_size=12)
+    batches = train.open_data(TrainConfig(**cfg, max_iters=6), 8).batches
+    assert np.array_equal(batches.offsets(5), rows[5])
+    with pytest.raises(UserError, match="holds the first 6 rows of the official indices, the run needs 7"):
+        train.open_data(TrainConfig(**cfg, max_iters=7), 8)
+    for bad in (-3, n_train - 1024):  # one below 0, one past the last window's start
+        damaged = rows.copy()
+        damaged[4, 100] = bad
+        np.save(data / "train_indices.npy", damaged)
+        planted = f"holds offsets from {bad} to" if bad < 0 else f"to {bad}, outside 0..{bad - 1}"
+        with pytest.raises(UserError, match=planted):
+            train.open_data(TrainConfig(**cfg, max_iters=6), 8)
 
 
 def test_the_replayed_run_resumes_bit_for_bit_and_its_fingerprints_are_its_rows(char_data, tmp_path):
