@@ -55,7 +55,8 @@ class Run:
         if not metrics.exists():
             return "missing"
         done = any(r.get("step") == self.max_iters and "val_loss" in r for r in read_metrics(metrics))
-        return "finished" if done and checkpoint.latest(self.out_dir) is not None else "unfinished"
+        intact, damaged = checkpoint.survey(self.out_dir)  # a damaged one: --init_from=auto sets it aside
+        return "finished" if done and intact is not None and not damaged else "unfinished"
 
 
 def arm_names(configs) -> list[str]:
@@ -180,7 +181,10 @@ def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | 
             print(f"start {r.arm} seed {r.seed} ({state})" + (f" on GPU {gpu}" if gpu is not None else ""))
             with lock:
                 running[r.out_dir] = (r, time.monotonic())
-            error = execute(r, launcher, extra, gpu)
+            try:
+                error = execute(r, launcher, extra, gpu)
+            except OSError as e:  # its out_dir or log could not be made: a failure of this run, not a dead thread
+                error = f"could not start: {e}"
             with lock:
                 started = running.pop(r.out_dir)[1]
                 if error:
@@ -201,6 +205,13 @@ def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | 
                 if running:
                     print(progress(list(running.values()), work.qsize(), len(gpus), time.monotonic(), finished))
     return failures
+
+
+def check_out_root(out_root: Path) -> None:
+    """Before any run starts: out_root is, or can be made in, a writable directory."""
+    existing = next(p for p in (out_root, *out_root.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--out_root={out_root}: {existing} is not a writable directory; choose another --out_root")
 
 
 def run(argv):
@@ -236,6 +247,7 @@ def run(argv):
         print(f"{action:6} {r.arm} seed {r.seed}: {shlex.join(command(r, args.launcher, extra))}")
     if args.dry_run:
         return
+    check_out_root(out_root)
     gpus = args.gpus.split(",") if args.gpus else [None]
     if not args.progress_every > 0:
         raise UserError(f"--progress_every={args.progress_every}: give a number of seconds > 0")
@@ -248,8 +260,11 @@ def run(argv):
         png = str(out_root / "compare.png") if args.png is None else args.png  # '' : no figure
         md = [f"--md={args.md}"] if args.md else []
         compare.run([*(str(r.out_dir) for r in finished), f"--baseline={runs[0].arm}", f"--png={png}", *md])
-    if failures:
-        raise UserError(f"{len(failures)} run(s) failed (above): fix them, then run the same command again")
+    if failures or len(finished) < len(runs):
+        raise UserError(
+            f"{len(runs) - len(finished)} of {len(runs)} runs did not finish ({len(failures)} failed, above): fix "
+            "them, then run the same command again"
+        )
 
 
 def main(argv=None):

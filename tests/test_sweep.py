@@ -55,7 +55,7 @@ def test_sweep_runs_what_is_missing_resumes_what_is_unfinished_and_skips_what_is
     assert "resume nlq seed 1" in out and out.count("start  ") == 5  # base x 2, nlq seed 2, broken x 2
     assert "4 of 6 runs finished, 2 failed this time" in out
     assert f"broken seed 1: error: {tmp_path / 'nowhere'}/meta.json not found" in out
-    assert "2 run(s) failed" in str(e.value.code)
+    assert "2 of 6 runs did not finish (2 failed, above)" in str(e.value.code)
     for run in ("base-s1", "base-s2", "nlq-s1", "nlq-s2"):
         assert checkpoint.load(root / run / "ckpt.pt")["iter_num"] == 8
         assert steps(root / run) == list(range(8))
@@ -118,6 +118,43 @@ def test_a_seed_given_twice_is_refused(char_data, tmp_path):
         with pytest.raises(SystemExit) as e:
             sweep.main([base, nlq, f"--seeds={seeds}", f"--out_root={tmp_path / 'out'}", "--dry_run"])
         assert str(e.value.code).startswith("error: --seeds=") and "give each seed once" in str(e.value.code)
+
+
+def test_an_out_root_that_cannot_be_made_is_refused_before_any_run(char_data, tmp_path, capsys):
+    base, nlq, _ = write_arms(tmp_path, char_data)
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(SystemExit) as e:
+        sweep.main([base, nlq, "--seeds=1", f"--out_root={tmp_path / 'a_file' / 'out'}", "--png="])
+    assert "is not a writable directory; choose another --out_root" in str(e.value.code)
+    assert "start " not in capsys.readouterr().out.replace("start  ", "")  # listed, none started
+
+
+def test_a_run_that_cannot_start_fails_the_sweep(char_data, tmp_path, capsys):
+    """Its out_dir is a file: the run fails in one line, and the sweep exits non-zero, not '0 failed'."""
+    base, _, _ = write_arms(tmp_path, char_data)
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "tiny_base-s1").write_text("not a directory")
+    with pytest.raises(SystemExit) as e:
+        sweep.main([base, "--seeds=1", f"--out_root={root}", "--png="])
+    out = capsys.readouterr().out
+    assert "FAILED: tiny_base seed 1: could not start" in out and "0 of 1 runs finished, 1 failed this time" in out
+    assert "1 of 1 runs did not finish" in str(e.value.code)
+
+
+def test_a_finished_run_with_a_truncated_checkpoint_is_resumed_not_a_dead_end(char_data, tmp_path, capsys):
+    """Planning reads the damaged ckpt.pt as unfinished; --init_from=auto (what the sweep runs) sets it
+    aside and the run ends at max_iters again."""
+    base, _, _ = write_arms(tmp_path, char_data)
+    root = tmp_path / "out"
+    sweep.main([base, "--seeds=1", f"--out_root={root}", "--png="])
+    ckpt = root / "tiny_base-s1" / "ckpt.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:1000])
+    capsys.readouterr()
+    sweep.main([base, "--seeds=1", f"--out_root={root}", "--png="])
+    out = capsys.readouterr().out
+    assert "resume tiny_base seed 1" in out and "1 of 1 runs finished, 0 failed this time" in out
+    assert checkpoint.load(ckpt)["iter_num"] == 8
 
 
 def test_progress_lines_from_the_runs_logs(tmp_path):
