@@ -517,6 +517,13 @@ def load_for_inference(init_from: str, out_dir: str):
             f"init_from={init_from!r} is invalid: use resume, a checkpoint file (.pt), a GPT-2 or Pythia name, "
             "or a local HF directory"
         )
+    bad = model.non_finite()
+    if bad:
+        source = init_from if init_from != "resume" else out_dir
+        raise CheckpointError(
+            f"{source} holds non-finite weights in {len(bad)} tensors ({bad[0]}, ...): the run diverged before this "
+            "save; use an earlier checkpoint (a kept ckpt_NNNNNN.pt, --keep_checkpoints)"
+        )
     needed = tokenizer_vocab(meta)
     if needed > model.config.vocab_size:
         raise CheckpointError(

@@ -121,6 +121,12 @@ def check_exportable(model: GPT, meta: dict, fmt: str) -> None:
             "a character-level run has no transformers tokenizer to ship with it: export a run trained on "
             "GPT-2 BPE or a pretrained model's tokenizer (its weights are in its ckpt.pt)"
         )
+    bad = model.non_finite()
+    if bad:
+        raise ExportError(
+            f"the checkpoint holds non-finite weights in {len(bad)} tensors ({bad[0]}, ...): it diverged; export "
+            "an earlier checkpoint"
+        )
     blockers = gpt2_blockers(model) if fmt == "gpt2" else []
     if blockers:
         raise ExportError(f"GPT-2 cannot express {', '.join(blockers)}: export with --format=hf instead")
@@ -128,6 +134,8 @@ def check_exportable(model: GPT, meta: dict, fmt: str) -> None:
 
 def check_destination(dest: Path) -> None:
     """dest does not exist or is an empty directory, and its parent is writable: checked before any work."""
+    if dest.is_symlink():
+        raise ExportError(f"--dest={dest} is a symbolic link: name the directory itself (the export replaces dest)")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ExportError(f"--dest={dest} exists and is not an empty directory: choose a new one")
     parent = dest.resolve().parent
@@ -140,20 +148,25 @@ def export(model: GPT, meta: dict, dest, fmt: str = "hf") -> Path:
     dest = Path(dest)
     check_destination(dest)
     check_exportable(model, meta, fmt)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.resolve().parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the export private
+    from safetensors import SafetensorError
+
+    tmp = None
     try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.resolve().parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the export private
         (write_gpt2 if fmt == "gpt2" else write_nlq)(model, meta, tmp)
         save_tokenizer(meta, tmp)
         if dest.exists():
             dest.rmdir()
         os.replace(tmp, dest)
-    except OSError as e:
-        raise ExportError(f"cannot write {dest} ({e.strerror or e}): free space or choose another --dest") from None
+    except (OSError, SafetensorError, RuntimeError) as e:  # a full disk surfaces from safetensors' writer too
+        reason = getattr(e, "strerror", None) or str(e).splitlines()[0]
+        raise ExportError(f"cannot write {dest} ({reason}): free space or choose another --dest") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 

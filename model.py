@@ -423,6 +423,10 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
+    def non_finite(self) -> list[str]:
+        """The names of the parameters holding a NaN or an infinity (a run that diverged before it saved)."""
+        return [n for n, p in self.named_parameters() if not torch.isfinite(p).all()]
+
     def num_params(self, non_embedding: bool = True) -> int:
         """Parameter count; non_embedding drops the token and position tables (the paper's count).
         A tied lm_head is the token table and is dropped with it; an untied one is counted."""

@@ -128,3 +128,9 @@ def test_fields_of_the_wrong_type_are_one_line(finished_run, tmp_path, change, w
     change(ckpt)
     torch.save(ckpt, path)
     assert words in error_of([f"--init_from={path}", "--device=cpu", "--max_new_tokens=2"], main=sample.main)
+
+
+def test_non_finite_weights_are_one_line_in_every_reader(finished_run, tmp_path):
+    out = damaged_copy(finished_run, tmp_path, lambda c: c["model"]["transformer.ln_f.weight"].fill_(math.inf))
+    message = error_of([f"--out_dir={out}", "--device=cpu", "--max_new_tokens=2"], main=sample.main)
+    assert "holds non-finite weights in 1 tensors (transformer.ln_f.weight, ...): the run diverged" in message

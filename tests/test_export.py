@@ -179,3 +179,40 @@ def test_lm_eval_on_the_export_gives_the_harness_adapters_numbers(bpe_run, tmp_p
     ours = json.loads(out.read_text())["results"]
     assert ours["x_mc"]["acc,none"] == theirs["x_mc"]["acc,none"]
     assert ours["x_roll"]["word_perplexity,none"] == pytest.approx(theirs["x_roll"]["word_perplexity,none"], rel=1e-5)
+
+
+def small_model() -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=32, vocab_size=50304))
+
+
+BPE = {"tokenizer": "gpt2", "vocab_size": 50257}
+
+
+def test_non_finite_weights_are_not_exported(tmp_path):
+    model = small_model()
+    with torch.no_grad():
+        model.transformer.h[0].mlp.c_fc.weight[3, 2] = float("nan")
+    with pytest.raises(hf_export.ExportError, match=r"non-finite weights in 1 tensors \(transformer.h.0.mlp.c_fc"):
+        hf_export.export(model, BPE, tmp_path / "hf")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_symlinked_dest_is_refused_before_the_model_is_loaded(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    message = error_of([f"--out_dir={tmp_path / 'no-run'}", "--format=hf", f"--dest={tmp_path / 'link'}"], export.main)
+    assert "is a symbolic link" in message  # not "holds no checkpoint": the destination is checked first
+
+
+def test_a_write_that_fails_mid_export_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """A full disk surfaces from safetensors' writer as its own error, not an OSError."""
+    from safetensors import SafetensorError
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+
+    monkeypatch.setattr(hf_export, "write_nlq", full)
+    with pytest.raises(hf_export.ExportError, match="cannot write .*StorageFull.*free space"):
+        hf_export.export(small_model(), BPE, tmp_path / "hf")
+    assert list(tmp_path.iterdir()) == []
