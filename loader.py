@@ -29,22 +29,37 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
 
 
-def windows(tokens: np.ndarray, offsets: np.ndarray, block_size: int):
-    """Inputs and next-token targets (int64 tensors) for windows starting at offsets."""
+def windows(tokens: np.ndarray, offsets: np.ndarray, block_size: int, vocab_size: int | None = None):
+    """Inputs and next-token targets (int64 tensors) for windows starting at offsets; with vocab_size, every
+    id is checked to be below it (check_ids)."""
     rows = np.asarray(tokens[offsets[:, None] + np.arange(block_size + 1)], dtype=np.int64)
+    check_ids(rows, vocab_size)
     rows = torch.from_numpy(rows)
     return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
 
 
-def line_rows(tokens: np.ndarray, spans: np.ndarray, block_size: int, pad: int):
+def line_rows(tokens: np.ndarray, spans: np.ndarray, block_size: int, pad: int, vocab_size: int | None = None):
     """One line per row: inputs and next-token targets of each [start, end) span, cut to block_size tokens
     and padded to block_size; padded targets are -1, which the loss ignores."""
     x = torch.full((len(spans), block_size), pad, dtype=torch.int64)
     y = torch.full((len(spans), block_size), -1, dtype=torch.int64)
     for i, (start, end) in enumerate(spans):
-        line = torch.from_numpy(np.asarray(tokens[start : min(end, start + block_size)], dtype=np.int64))
+        line = np.asarray(tokens[start : min(end, start + block_size)], dtype=np.int64)
+        check_ids(line, vocab_size)
+        line = torch.from_numpy(line)
         x[i, : len(line) - 1], y[i, : len(line) - 1] = line[:-1], line[1:]
     return x, y
+
+
+def check_ids(rows: np.ndarray, vocab_size: int | None) -> None:
+    """Every id a batch reads is below vocab_size, on the host and before the device sees it (an id past the
+    embedding is a device-side assert on a GPU). The dataset's largest ids were checked at the start, but
+    from a cache (.max_ids.json, keyed by the bins' size and mtime) that a copy keeping both can fool."""
+    if vocab_size is not None and rows.size and int(rows.max()) >= vocab_size:
+        raise DataError(
+            f"a batch holds token id {int(rows.max())}, past the dataset's vocab_size={vocab_size} (its bins "
+            "changed since their ids were counted): rerun the dataset's prepare script with --force"
+        )
 
 
 class OfficialRows:
@@ -165,11 +180,13 @@ class TrainBatches:
         sampling="random",
         eos=None,
         official_table=None,
+        vocab_size=None,
     ):
         if sampling not in SAMPLINGS:
             raise ValueError(f"sampling={sampling!r} is invalid: use one of {', '.join(SAMPLINGS)}")
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
         self.grad_accum, self.seed, self.sampling, self.eos = grad_accum, seed, sampling, eos
+        self.vocab_size = vocab_size  # every batch's ids are checked below it (check_ids)
         self.rows = batch_size * grad_accum
         self.n_windows = (len(tokens) - 1) // block_size
         if sampling == "lines":
@@ -218,8 +235,8 @@ class TrainBatches:
         start = (rank * local_accum + micro) * self.batch_size
         chosen = self.offsets(step)[start : start + self.batch_size]
         if self.sampling == "lines":
-            return line_rows(self.tokens, self.lines[chosen], self.block_size, self.eos)
-        return windows(self.tokens, chosen, self.block_size)
+            return line_rows(self.tokens, self.lines[chosen], self.block_size, self.eos, self.vocab_size)
+        return windows(self.tokens, chosen, self.block_size, self.vocab_size)
 
     def fingerprint(self, step: int) -> str:
         """A short hash of the token ids of step's whole global batch, for logs that prove identical data."""

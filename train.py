@@ -202,7 +202,9 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
     accum = cfg.gradient_accumulation_steps
     try:
         table = official_train_table(path, len(train), cfg.max_iters) if cfg.sampling == "official" else None
-        batches = TrainBatches(train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos, table)
+        batches = TrainBatches(
+            train, block_size, cfg.batch_size, accum, cfg.data_seed, cfg.sampling, eos, table, meta["vocab_size"]
+        )
         eval_windows = evaluation_windows(cfg, block_size, len(train), len(val), path)
     except ValueError as e:
         raise ConfigError(f"{path}: {e}") from None
@@ -428,7 +430,7 @@ class Trainer:
         total = torch.zeros(2, device=self.d.device, dtype=torch.float64)
         for i in range(0, per_rank, self.cfg.batch_size):
             chunk = mine[i : i + self.cfg.batch_size]
-            x, y = windows(tokens, chunk if len(chunk) else offsets[:1], self.block_size)
+            x, y = windows(tokens, chunk if len(chunk) else offsets[:1], self.block_size, self.data.meta["vocab_size"])
             with self.ctx:
                 _, loss = self.model(x.to(self.d.device), y.to(self.d.device))
             total[0] += loss.double() * len(chunk)

@@ -3,6 +3,7 @@
 import errno
 import json
 import math
+import os
 import re
 import signal
 import subprocess
@@ -174,6 +175,18 @@ def make_dataset(path, train_ids, val_ids, vocab, force=False):
     splits = {"train": [np.asarray(train_ids)], "val": [np.asarray(val_ids)]}
     write_dataset(path, splits, {"tokenizer": "x", "vocab_size": vocab}, force=force)
     return path
+
+
+def test_a_bin_rewritten_behind_its_cache_is_caught_by_the_batch_that_reads_it(tmp_path):
+    """A copy that keeps the size and mtime (cp -p, rsync -t) fools .max_ids.json: the start's check passes
+    from the cache, so every batch's ids are checked on the host before the device sees them."""
+    ids = np.arange(200) % 50
+    d = make_dataset(tmp_path / "d", ids, ids, 50)
+    stat = (d / "train.bin").stat()
+    (d / "train.bin").write_bytes(np.full(200, 60, dtype=np.uint16).tobytes())
+    os.utime(d / "train.bin", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    message = error_of(tiny_args(d, tmp_path / "out"))
+    assert "a batch holds token id 60, past the dataset's vocab_size=50" in message and "--force" in message
 
 
 def test_data_is_checked_before_the_first_step(tmp_path):
