@@ -239,6 +239,7 @@ def results(cfg: BenchConfig, subjects: dict, raw: dict, peaks: list, world: int
     for m, s in subjects.items():
         train = summary(raw[m]["train_s"])
         mfu = [s.flops * tokens / t / (p * world) for t, p in zip(raw[m]["train_s"], peaks)] if peaks[-1] else None
+        mfu = mfu if mfu and max(mfu) <= 1 else None  # above 1, the peak is wrong (measured on a busy CPU)
         out[m] = {
             "non_embedding_params": s.params,
             "train_step_s": train,

@@ -37,6 +37,7 @@ from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from errors import ConfigError, UserError
 from hardware import (
     autocast,
+    cached_cpu_flops,
     choose_cpu_dtype,
     dtype_name,
     machine_cached,
@@ -378,6 +379,7 @@ class Trainer:
         self.tokens_per_step = self.block_size * cfg.batch_size * cfg.gradient_accumulation_steps
         self.flops_per_step = self.raw_model.flops_per_token(self.block_size) * self.tokens_per_step
         self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops, cached=True)
+        self.remeasured = False  # a CPU's cached peak is measured again at most once per run (mfu)
 
     def choose_dtype(self, model: GPT, ckpt) -> torch.dtype:
         """cfg.dtype; 'auto' on a CPU is measured once per machine and micro-batch shape (by rank 0, for all
@@ -531,6 +533,17 @@ class Trainer:
             lambda micro: self.data.batches.get(it, micro, self.d.rank, self.d.world_size), self.d.device
         )
 
+    def mfu(self, seconds_per_step: float | None) -> float | None:
+        """Model FLOPs utilisation, never above 1: a higher reading means the peak is wrong. A CPU's cached
+        peak (measured while the machine was busy) is measured again, once; otherwise no MFU is reported."""
+        if not seconds_per_step or not self.peak:
+            return None
+        achieved = self.flops_per_step / seconds_per_step / self.d.world_size
+        if achieved > self.peak and self.d.device_type == "cpu" and not self.cfg.cpu_peak_flops and not self.remeasured:
+            self.remeasured = True
+            self.peak = cached_cpu_flops(self.dtype, at_least=achieved)
+        return achieved / self.peak if achieved <= self.peak else None
+
     def log_step(self, it: int, stats: torch.Tensor, seconds_per_step: float | None, fingerprint: str | None):
         """The step's record and console line: the one place the loop reads numbers back from the device."""
         loss, norm, last = stats.tolist()
@@ -538,9 +551,7 @@ class Trainer:
         rec = {"step": it, "loss": loss, "last_micro_loss": last, "lr": lr_at(it, self.cfg), "grad_norm": norm}
         rec["tokens"] = (it + 1) * self.tokens_per_step
         rec["ms"] = seconds_per_step * 1000 if seconds_per_step else None
-        rec["mfu"] = None
-        if seconds_per_step and self.peak:
-            rec["mfu"] = self.flops_per_step / seconds_per_step / (self.peak * self.d.world_size)
+        rec["mfu"] = self.mfu(seconds_per_step)
         if fingerprint is not None:
             rec["fingerprint"] = fingerprint
         self.record(rec)

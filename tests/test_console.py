@@ -206,3 +206,24 @@ def test_tf32_is_switched_through_the_api_that_does_not_refuse_a_mix():
         assert hardware.set_tf32(True) is False and matmul.fp32_precision == "tf32"
     finally:
         matmul.fp32_precision = before
+
+
+@pytest.mark.parametrize("again, reported", [(1e3, "none"), (1e15, "below 1")])
+def test_a_reported_mfu_is_never_above_one(char_data, tmp_path, monkeypatch, again, reported):
+    """The cached CPU peak was measured while the machine was busy (1 kFLOP/s): the first step computes
+    faster than it, so the peak is measured once more. Still lower: no MFU is reported; higher: MFU
+    against the best reading, which the cache then keeps."""
+    from helpers import records
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    readings = iter([1e3, again])
+    monkeypatch.setattr(hardware, "measure_cpu_flops", lambda dtype: next(readings))
+    train.main(tiny(char_data, tmp_path / "run", cpu_peak_flops=None, log_interval=1))
+    timed = [r["mfu"] for r in records(tmp_path / "run", "mfu").values() if r["ms"]]  # steps with a time
+    assert timed
+    if reported == "none":
+        assert all(m is None for m in timed)
+    else:
+        assert all(m is not None and 0 < m < 1 for m in timed)
+        cache = json.loads((tmp_path / "cache" / "nonlinear-queries" / "cpu_peak.json").read_text())
+        assert list(cache.values()) == [1e15]

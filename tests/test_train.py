@@ -315,6 +315,22 @@ def test_dtype_auto_on_a_cpu_picks_bf16_only_where_native_and_measured_faster(mo
     assert hardware.choose_cpu_dtype(slow_in(torch.bfloat16))[0] == torch.float32
 
 
+def test_dtype_auto_keeps_float32_unless_bf16_is_faster_in_every_trial(monkeypatch):
+    """A busy machine: bf16 looks faster in one trial of three (a lucky pair), so float32 is kept; the line
+    says what was measured and the rule."""
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    pairs = iter([(0.02, 0.02), (0.02, 0.002), (0.02, 0.03), (0.02, 0.025)])  # warm-up, then 3 trials
+    current = []  # (float32 seconds, bf16 seconds) of the pair under way
+
+    def step(dtype):
+        if dtype == torch.float32:
+            current[:] = next(pairs)
+        time.sleep(current[0] if dtype == torch.float32 else current[1])
+
+    dtype, why = hardware.choose_cpu_dtype(step)
+    assert dtype == torch.float32 and "over 3 interleaved trials; bf16 if under 0.8 in each" in why
+
+
 def test_dtype_auto_is_measured_once_and_kept_by_a_resume(data_dir, tmp_path, monkeypatch, capsys):
     calls = []
 
