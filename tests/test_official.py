@@ -475,6 +475,35 @@ OFFICIAL_CONFIGS = {
 }
 
 
+def official_last_evaluation(max_iters: int, eval_interval: int = 1000) -> tuple[int, int]:
+    """(the step of its last evaluation, the steps trained before it), by running its train.py's loop as its
+    source reads: evaluate when iter_num % eval_interval == 0, train step iter_num, iter_num += 1, stop once
+    iter_num > max_iters."""
+    iter_num, trained, last = 0, 0, None
+    while True:
+        if iter_num % eval_interval == 0:
+            last = (iter_num, trained)
+        trained += 1
+        iter_num += 1
+        if iter_num > max_iters:
+            return last
+
+
+@pytest.mark.parametrize("theirs, ours", [(60_002, "config/owt_baseline.py"), (105_001, "docs")])
+def test_max_iters_here_ends_at_its_last_evaluation(theirs, ours):
+    """Its configs' max_iters (60002; the identity arm's 105001) end, here, at its last evaluation: a run
+    here of max_iters steps evaluates at max_iters, after as many steps as it had trained there."""
+    step, trained = official_last_evaluation(theirs)
+    assert step == trained
+    if ours == "docs":
+        page = (Path(__file__).resolve().parents[1] / "docs" / "check-against-the-paper.md").read_text()
+        assert f"add `--max_iters={step}`" in page
+    else:
+        from configurator import parse
+
+        assert parse([ours], TrainConfig, GPTConfig)[0].max_iters == step
+
+
 @pytest.mark.parametrize("name", sorted(OFFICIAL_CONFIGS))
 def test_the_papers_arms_are_its_official_configs(name):
     from configurator import parse
