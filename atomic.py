@@ -72,9 +72,17 @@ def _reason(path: Path, e: Exception, needed_bytes: int | None) -> str:
         return reason
     full = getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
     if full or (isinstance(e, RuntimeError) and needed_bytes and free < needed_bytes):
-        need = f", about {needed_bytes / 2**20:,.0f} MiB needed" if needed_bytes else ""
-        reason += f": {free / 2**20:,.0f} MiB free in {path.parent}{need}; free space there"
+        need = f", about {size(needed_bytes)} needed" if needed_bytes else ""
+        reason += f": {size(free)} free in {path.parent}{need}; free space there"
     return reason
+
+
+def size(n: int) -> str:
+    """Bytes in the unit that shows them (a nearly full disk has KiB free, not '0 MiB')."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} bytes"
 
 
 def atomic_write_text(path, text: str) -> None:

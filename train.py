@@ -449,12 +449,11 @@ class Trainer:
         checkpoint.finish_pending()  # a save still being written is complete and named first
         if self.last_saved is not None:
             kept = f"{checkpoint.latest(self.run.path)} (step {self.last_saved}) is the last good checkpoint"
+            again = "--init_from=resume"
         else:
-            kept = "no checkpoint was saved yet"
+            kept, again = "no checkpoint was saved yet", "--init_from=auto (it starts again, keeping the files aside)"
         cause = what or f"non-finite loss or gradient norm at step {step}: no update was applied from that step on"
-        raise Diverged(
-            f"{cause}; {kept}. Lower learning_rate or raise weight_decay / grad clipping, then --init_from=resume"
-        )
+        raise Diverged(f"{cause}; {kept}. Lower learning_rate or raise weight_decay / grad clipping, then {again}")
 
     def summary(self) -> str:
         """The closing lines: where the run ended, where its checkpoint is, what to run next."""
@@ -664,7 +663,8 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
             first, last = lr_at(trainer.start, cfg), lr_at(cfg.max_iters, cfg)
             print(f"new schedule: lr {first:.3g} at step {trainer.start} -> {last:.3g} at step {cfg.max_iters}")
         if ckpt is not None:
-            print(f"resuming from step {trainer.start} ({path})")
+            what = "continuing the AdamW state and step of" if cfg.init_continue else "resuming from"
+            print(f"{what} {ckpt['path']} at step {trainer.start}")
         wandb.start(cfg, resolved, trainer.wandb_id)  # first: a missing login stops before anything is written
         if leftovers:  # a restart's files, or damaged checkpoints a resume's saves would overwrite
             aside = run_dir.set_aside(leftovers, config=ckpt is None)

@@ -245,12 +245,13 @@ def test_sample_and_an_official_run_directory(tmp_path, capsys):
     assert json.loads(out.read_text())["results"]["lambada"]["n"] == 1
 
 
-def test_train_starts_from_an_official_checkpoint_and_continues_its_step(char_data, tmp_path):
+def test_train_starts_from_an_official_checkpoint_and_continues_its_step(char_data, tmp_path, capsys):
     a = official_args("residual_gelu", vocab=65, d=32)
     a["block_size"] = 32
     write_official(tmp_path / "official.pt", a)
     args = tiny_args(char_data, tmp_path / "run", max_iters=3004, lr_decay_iters=3004, eval_interval=2)
     train.main([*args, f"--init_from={tmp_path / 'official.pt'}", "--init_continue=True"])
+    assert f"continuing the AdamW state and step of {tmp_path / 'official.pt'} at step 3000" in capsys.readouterr().out
     steps = sorted(records(tmp_path / "run", "loss"))
     assert steps == [3000, 3001, 3002, 3003]
     saved = checkpoint.load(tmp_path / "run" / "ckpt.pt")

@@ -72,6 +72,7 @@ def test_non_finite_validation_loss_is_never_saved(char_data, tmp_path, monkeypa
 def test_a_divergence_before_any_checkpoint_names_none(char_data, tmp_path):
     message = error_of(tiny_args(char_data, tmp_path, learning_rate=1e30, warmup_iters=0, grad_clip=0.0, max_iters=50))
     assert "no checkpoint was saved yet" in message and not (tmp_path / "ckpt.pt").exists()
+    assert "then --init_from=auto" in message and "--init_from=resume" not in message  # resume would refuse
 
 
 def test_one_training_process_per_out_dir(char_data, tmp_path):
@@ -151,6 +152,14 @@ def test_a_cut_metrics_line_is_dropped_and_a_damaged_one_named(char_data, tmp_pa
     assert f"{metrics} line 4 is damaged" in error_of([str(tmp_path), "--png="], main=compare.main)
 
 
+def test_sizes_are_said_in_the_unit_that_shows_them():
+    from atomic import size
+
+    assert [size(n) for n in (0, 900, 5000, 3 * 2**20, 3 * 2**30)] == [
+        "0 bytes", "900 bytes", "4.9 KiB", "3.0 MiB", "3.0 GiB"
+    ]  # fmt: skip
+
+
 def test_a_full_disk_keeps_the_old_checkpoint(char_data, tmp_path, monkeypatch):
     train.main(tiny_args(char_data, tmp_path, max_iters=4))
     saved = snapshot(tmp_path)["ckpt.pt"]
@@ -163,7 +172,9 @@ def test_a_full_disk_keeps_the_old_checkpoint(char_data, tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "save", full_disk)
     message = error_of(tiny_args(char_data, tmp_path, init_from="resume"))
     assert f"could not write {tmp_path / 'ckpt.pt'} (No space left on device" in message
-    assert "MiB free" in message and "MiB needed" in message and "previous version is kept" in message
+    unit = r"[\d,]+(\.\d)? (GiB|MiB|KiB|bytes)"
+    assert re.search(f"{unit} free in .*, about {unit} needed", message) and "previous version is kept" in message
+    assert " 0 MiB" not in message and " 0.0 " not in message  # a small checkpoint's size in a unit that shows it
     assert snapshot(tmp_path)["ckpt.pt"] == saved
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no partial temp file left
     monkeypatch.setattr(torch, "save", real_save)
