@@ -10,6 +10,7 @@ file and raises WriteError naming the path, the reason and, for a full disk, the
 import errno
 import json
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -23,6 +24,28 @@ class WriteError(UserError):
 
 def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def remove_stale_temps(directory) -> list[Path]:
+    """Remove what killed writers left in directory: temporary files (temp_path) and export directories
+    (hf_export) whose writing process no longer runs. Those of a live process are never touched."""
+    removed = []
+    for p in Path(directory).glob(".*"):
+        m = re.fullmatch(r"\..+\.(\d+)\.[0-9a-z_]{8}(\.tmp)?", p.name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def fsync_dir(directory: Path) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from atomic import remove_stale_temps
 from errors import UserError
 from model import GPT, LoRA
 
@@ -152,7 +153,8 @@ def export(model: GPT, meta: dict, dest, fmt: str = "hf") -> Path:
 
     tmp = None
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.resolve().parent))
+        remove_stale_temps(dest.resolve().parent)  # what an export killed before its rename left there
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.", dir=dest.resolve().parent))
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the export private

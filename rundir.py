@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir
+from atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir, remove_stale_temps
 from checkpoint import CHECKPOINT, SHARDED
 from errors import UserError
 
@@ -95,6 +95,9 @@ class RunDir:
         f.write(f"{os.getpid()}\n")
         f.flush()
         self._lock_file = f  # held until unlock() or the process's end, whichever comes first
+        for directory in (self.path, self.path / SHARDED):  # ours now: what a killed writer left is removed
+            if directory.is_dir():
+                remove_stale_temps(directory)
 
     def unlock(self, failed: bool = False) -> None:
         """Release the lock. A start that failed in an out_dir it created leaves no empty directory behind."""

@@ -456,3 +456,19 @@ def _hooking(check_model, hook):
         return check_model(model, *args)
 
     return wrapped
+
+
+def test_temporary_files_of_a_killed_writer_are_removed_by_the_next_run_and_a_live_ones_kept(char_data, tmp_path):
+    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)  # a process that has ended
+    stale = [
+        tmp_path / f".ckpt.pt.{dead}.0123abcd.tmp",
+        tmp_path / "ckpt-sharded" / f".latest.json.{dead}.89abcdef.tmp",
+    ]
+    live = tmp_path / f".metrics.jsonl.{os.getpid()}.0123abcd.tmp"  # this process's: still writing
+    for p in [*stale, live]:
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(b"x" * 1000)
+    train.main(tiny_args(char_data, tmp_path, max_iters=6, init_from="resume"))
+    assert not any(p.exists() for p in stale) and live.exists()
