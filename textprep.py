@@ -34,6 +34,8 @@ def read_text(input_path: str | None, cache: Path, url: str) -> str:
     """Text from --input, else from a cached download, else downloaded from url into the cache."""
     if input_path:
         path = Path(input_path)
+        if path.is_dir():
+            raise DataError(f"--input {input_path} is a directory: name the text file itself")
         if not path.is_file():
             raise DataError(f"--input {input_path}: no such file")
         return decode_text(path, path.read_bytes())

@@ -186,6 +186,8 @@ def results_path(cfg: EvalConfig) -> Path:
 def run(argv):
     (cfg,) = parse(argv, EvalConfig, doc=__doc__, prog="zeroshot.py")
     out = results_path(cfg)
+    if cfg.harness_include and not Path(cfg.harness_include).is_dir():
+        raise ConfigError(f"--harness_include={cfg.harness_include}: no such directory; name the folder of task YAMLs")
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device.split(":")[0])
     model, meta = load_for_inference(cfg.init_from, cfg.out_dir)

@@ -241,6 +241,8 @@ def test_shakespeare_char_prepare(tmp_path, corpus_file):
     assert again.returncode != 0 and "already exist" in again.stderr and "downloading" not in again.stderr
     missing = run("data/shakespeare_char/prepare.py", "--input", tmp_path / "nope.txt", "--out_dir", tmp_path / "x")
     assert missing.returncode != 0 and missing.stderr.strip() == f"error: --input {tmp_path / 'nope.txt'}: no such file"
+    folder = run("data/shakespeare_char/prepare.py", "--input", tmp_path, "--out_dir", tmp_path / "y")
+    assert folder.stderr.strip() == f"error: --input {tmp_path} is a directory: name the text file itself"
 
 
 def test_pretrained_tokenizer_choice(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 lm_eval = pytest.importorskip("lm_eval")
 
-from helpers import Successor, encode_chars, tiny_args  # noqa: E402
+from helpers import Successor, encode_chars, error_of, tiny_args  # noqa: E402
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
@@ -149,3 +149,9 @@ def test_project_lm_equals_lm_evals_own_hflm_on_a_local_gpt2_with_tokenizer_file
     for task in theirs:
         for metric, value in theirs[task].items():
             assert ours[task][metric] == pytest.approx(value, rel=1e-5), (task, metric)
+
+
+def test_a_harness_include_pointing_nowhere_is_refused_before_the_model_loads(tmp_path):
+    args = [f"--out_dir={tmp_path / 'no-run'}", "--harness=x", f"--harness_include={tmp_path / 'nowhere'}"]
+    message = error_of([*args, f"--out={tmp_path / 'e.json'}"], main=zeroshot.main)
+    assert "nowhere: no such directory" in message  # not "no-run holds no checkpoint": checked first
