@@ -21,6 +21,7 @@ import re
 import shutil
 import sys
 import warnings
+import zlib
 from pathlib import Path
 
 import torch
@@ -111,15 +112,19 @@ def check_types(ckpt, path) -> None:
         raise CheckpointError(f"{path} is damaged or not a checkpoint: {'; '.join(wrong)}")
 
 
-def check_files(directory: Path, ckpt: dict) -> None:
-    """A sharded step's files are the ones its save wrote, at their sizes, and its metadata is safe to read
-    (a step saved before sizes were recorded is checked for its metadata only)."""
-    for name, size in (ckpt.get("files") or {}).items():
+def check_files(directory: Path, ckpt: dict, verify: bool = False) -> None:
+    """A sharded step's files are the ones its save wrote, at their sizes (and, with verify, their CRC32:
+    a same-size corruption would otherwise load, or load garbage), and its metadata is safe to read. A step
+    saved before sizes (or checksums) were recorded is checked for what it records."""
+    for name, recorded in (ckpt.get("files") or {}).items():
+        size, crc = recorded if isinstance(recorded, (list, tuple)) else (recorded, None)
         f = directory / name
         if not f.is_file():
             raise Damaged(f"{directory} is damaged: {name} is missing")
         if f.stat().st_size != size:
             raise Damaged(f"{directory} is damaged: {name} has {f.stat().st_size} bytes, the save wrote {size}")
+        if verify and crc is not None and checksum(f) != crc:
+            raise Damaged(f"{directory} is damaged: {name} has other bytes than the save wrote (its CRC32 differs)")
     try:
         read_dcp_metadata(directory / ".metadata")
     except UserError as e:
@@ -265,20 +270,26 @@ def _step(path: Path) -> int:
     return ckpt["iter_num"]
 
 
-def survey(out_dir, sharded: bool = False) -> tuple[Path | None, dict[Path, str]]:
-    """(out_dir's newest intact checkpoint or None, {damaged checkpoint: what is wrong with it})."""
-    best, best_step, damaged = None, -1, {}
+def survey(out_dir, sharded: bool = False, verify: bool = True) -> tuple[Path | None, dict[Path, str]]:
+    """(out_dir's newest intact checkpoint or None, {damaged checkpoint: what is wrong with it}). Every
+    candidate is checked for its files and sizes; with verify, the newest sharded step also for its files'
+    checksums (read whole), and the next newest is taken if they differ."""
+    steps, damaged = {}, {}
     for path in candidates(out_dir):
         if sharded and not path.is_dir():
             continue
         try:
-            step = _step(path)
+            steps[path] = _step(path)
         except CheckpointError as e:
             damaged[path] = str(e)
-            continue
-        if step > best_step:
-            best, best_step = path, step
-    return best, damaged
+    for path in sorted(steps, key=lambda p: -steps[p]):  # newest first; ckpt.pt first among equals
+        try:
+            if verify and path.is_dir():
+                check_files(path, load(path / RUN, ()), verify=True)
+            return path, damaged
+        except CheckpointError as e:
+            damaged[path] = str(e)
+    return None, damaged
 
 
 def latest(out_dir, sharded: bool = False) -> Path | None:
@@ -364,7 +375,7 @@ def _name_step(partial: Path, final: Path, meta: dict, previous) -> None:
         return
     root = final.parent
     try:
-        files = {f.name: f.stat().st_size for f in partial.iterdir() if f.is_file()}
+        files = {f.name: [f.stat().st_size, checksum(f)] for f in partial.iterdir() if f.is_file()}
         atomic_write(partial / RUN, lambda f: torch.save({**meta, "files": files}, f))
         shutil.rmtree(final, ignore_errors=True)  # a stale copy of this step that latest.json never named
         os.replace(partial, final)
@@ -373,6 +384,15 @@ def _name_step(partial: Path, final: Path, meta: dict, previous) -> None:
     except Exception as e:
         raise _save_failed(e, partial, final, meta, previous) from None
     _prune(root, final)
+
+
+def checksum(path: Path) -> int:
+    """CRC32 of a file, read in chunks (zlib: about 4 GB/s, so 0.4 s for GPT-2 small's 1.5 GB of shards)."""
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 def _save_failed(e: Exception, partial: Path, final: Path, meta: dict, previous) -> WriteError:

@@ -55,7 +55,7 @@ class Run:
         if not metrics.exists():
             return "missing"
         done = any(r.get("step") == self.max_iters and "val_loss" in r for r in read_metrics(metrics))
-        intact, damaged = checkpoint.survey(self.out_dir)  # a damaged one: --init_from=auto sets it aside
+        intact, damaged = checkpoint.survey(self.out_dir, verify=False)  # a damaged one: auto sets it aside
         return "finished" if done and intact is not None and not damaged else "unfinished"
 
 
