@@ -23,7 +23,10 @@ METRICS, CONFIG, LOCK = "metrics.jsonl", "config.json", "train.lock"
 def read_metrics(path) -> list[dict]:
     """The records of a metrics.jsonl. A cut last line is dropped with a warning on stderr."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    except OSError as e:  # a directory of that name, unreadable: nothing this project wrote
+        raise UserError(f"{path} cannot be read ({e.strerror or e}): move it aside, then run again") from None
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

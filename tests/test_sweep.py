@@ -181,3 +181,11 @@ def test_progress_lines_from_the_runs_logs(tmp_path):
     # once runs have finished, their measured lengths replace the running runs' projections
     line = sweep.progress([(runs[0], 0.0)], waiting=3, slots=2, now=100.0, finished=[120.0, 80.0])
     assert line.endswith(f"sweep eta {sweep.format_eta(100 + 2 * 100)}")
+
+
+def test_a_metrics_file_that_is_a_directory_is_one_line(char_data, tmp_path):
+    base, _, _ = write_arms(tmp_path, char_data)
+    (tmp_path / "out" / "tiny_base-s1" / "metrics.jsonl").mkdir(parents=True)
+    with pytest.raises(SystemExit) as e:
+        sweep.main([base, "--seeds=1", f"--out_root={tmp_path / 'out'}", "--dry_run"])
+    assert "metrics.jsonl cannot be read (Is a directory): move it aside" in str(e.value.code)
