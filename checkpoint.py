@@ -29,12 +29,12 @@ import torch
 import official
 from atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
 from errors import ConfigError, UserError
+from model import clean_state_dict
 from safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
 
 # DCP warns when it reads or writes without a process group (also from its writer thread); here that is
 # a one-process run, as intended.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
-PREFIXES = ("_orig_mod.", "module.")  # torch.compile and DDP wrappers
 CHECKPOINT, SHARDED, LATEST, RUN = "ckpt.pt", "ckpt-sharded", "latest.json", "run.pt"
 IMPLEMENTATION = ("fused", "foreach", "capturable", "differentiable")  # optimizer group keys that are not state
 
@@ -129,16 +129,6 @@ def check_files(directory: Path, ckpt: dict, verify: bool = False) -> None:
         read_dcp_metadata(directory / ".metadata")
     except UserError as e:
         raise Damaged(f"{directory} is damaged: {e}") from None
-
-
-def clean_state_dict(state: dict) -> dict:
-    """Parameter names without torch.compile / DDP wrapper prefixes."""
-    out = {}
-    for k, v in state.items():
-        while k.startswith(PREFIXES):  # wrappers nest in either order: module._orig_mod.x, _orig_mod.module.x
-            k = k.split(".", 1)[1]
-        out[k] = v
-    return out
 
 
 def _mismatch(path, e: Exception, ckpt: dict) -> CheckpointError:

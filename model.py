@@ -61,6 +61,19 @@ def width_ratio(hidden: int, d: int) -> float:
     return ratio
 
 
+WRAPPER_PREFIXES = ("_orig_mod.", "module.")  # what torch.compile and DDP put before parameter names
+
+
+def clean_state_dict(state: dict) -> dict:
+    """Parameter names without torch.compile / DDP wrapper prefixes."""
+    out = {}
+    for k, v in state.items():
+        while k.startswith(WRAPPER_PREFIXES):  # wrappers nest in either order: module._orig_mod.x, _orig_mod.module.x
+            k = k.split(".", 1)[1]
+        out[k] = v
+    return out
+
+
 @dataclass
 class GPTConfig:
     block_size: Annotated[int, At(1)] = 1024  # context length in tokens

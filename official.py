@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from errors import UserError
-from model import GPTConfig, width_ratio
+from model import GPTConfig, clean_state_dict, width_ratio
 from safe_load import torch_load
 
 MODES = {"original": "linear", "identity": "identity", "residual": "residual", "residual_gelu": "residual_gelu"}
@@ -134,8 +134,6 @@ def convert(ckpt: dict, path) -> dict:
     missing = [k for k in ("model", "model_args") if k not in ckpt]
     if missing:
         raise OfficialError(f"{path} lacks {', '.join(missing)}: not a complete official checkpoint")
-    from checkpoint import clean_state_dict
-
     fields = model_fields(ckpt["model_args"], path)
     state = _rename(clean_state_dict(ckpt["model"]))
     absent = [n for n in parameter_names(fields) if n not in state]

@@ -17,7 +17,7 @@ import official
 from errors import ConfigError
 from hardware import resolve_device
 from memory import check_fits, parameter_count
-from model import GPT, PROBE_FIELDS, GPTConfig
+from model import GPT, PROBE_FIELDS, GPTConfig, clean_state_dict
 from rundir import RunDir
 
 # What fixes the tokens of each step and the validation windows: a resume must not change it. The
@@ -150,7 +150,7 @@ def from_file(cfg, model_cfg: GPTConfig, path: str):
     model = GPT(config)
     if cfg.init_continue:
         return model, {**ckpt, "path": str(path)}, str(path)
-    result = model.load_state_dict(checkpoint.clean_state_dict(ckpt["model"]), strict=False)
+    result = model.load_state_dict(clean_state_dict(ckpt["model"]), strict=False)
     missing = [k for k in result.missing_keys if not GPT.is_added(k)]
     if missing or result.unexpected_keys:
         raise ConfigError(f"{path} does not fit its own model_args: {(missing + result.unexpected_keys)[:3]}")

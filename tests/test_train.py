@@ -16,7 +16,7 @@ import hardware
 import train
 from configurator import parse
 from errors import ConfigError
-from model import GPTConfig
+from model import GPTConfig, clean_state_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -292,7 +292,7 @@ def test_wandb_offline_logging(data_dir, tmp_path, monkeypatch):
 
 def test_clean_state_dict_strips_nested_wrapper_prefixes():
     state = {"module._orig_mod.lm_head.weight": 1, "_orig_mod.module.transformer.wte.weight": 2, "ln_f.weight": 3}
-    assert checkpoint.clean_state_dict(state) == {"lm_head.weight": 1, "transformer.wte.weight": 2, "ln_f.weight": 3}
+    assert clean_state_dict(state) == {"lm_head.weight": 1, "transformer.wte.weight": 2, "ln_f.weight": 3}
 
 
 def test_the_official_identity_arm_plans_a_600k_cosine():
