@@ -22,12 +22,14 @@ from dataclasses import fields
 from pathlib import Path
 
 import official
-from atomic import atomic_write_text, check_writable
+import tuning
+from atomic import atomic_write_json, atomic_write_text, check_writable
 from errors import UserError, cli_main
 from figures import check_figure_path, save_figure
 from memory import parameter_count
 from model import GPTConfig
 from rundir import read_metrics
+from stats import by_seed, paired, versus_baseline
 
 
 class CompareError(UserError):
@@ -115,39 +117,6 @@ def arms_of(runs) -> dict:
     for r in runs:
         arms.setdefault(r.arm, []).append(r)
     return arms
-
-
-def paired(arm_runs, base_runs) -> bool:
-    """Whether two arms ran the same seeds, one run each: their differences pair seed by seed."""
-    seeds = [r.seed for r in arm_runs]
-    return len(seeds) > 1 and len(set(seeds)) == len(seeds) and sorted(seeds) == sorted(r.seed for r in base_runs)
-
-
-def by_seed(rs, step):
-    return [r.evals[step]["val_loss"] for r in sorted(rs, key=lambda r: r.seed)]
-
-
-def versus_baseline(arm_runs, base_runs, step):
-    """(relative improvement, its 95 % interval as (low, high) or None, p or None, 'paired'/'Welch'):
-    improvement = (baseline mean - arm mean) / baseline mean, a t interval on the difference of means."""
-    from scipy import stats
-
-    a, b = by_seed(arm_runs, step), by_seed(base_runs, step)
-    base = statistics.mean(b)
-    diff = base - statistics.mean(a)
-    if paired(arm_runs, base_runs):
-        d = [y - x for x, y in zip(a, b)]
-        se, df, kind = statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1, "paired"
-        p = float(stats.ttest_rel(b, a).pvalue) if se > 0 else None
-    elif len(a) > 1 and len(b) > 1:
-        va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-        se, kind = math.sqrt(va + vb), "Welch"
-        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1
-        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue) if se > 0 else None
-    else:
-        return diff / base, None, None, "one run"
-    half = stats.t.ppf(0.975, df) * se
-    return diff / base, ((diff - half) / base, (diff + half) / base), p, kind
 
 
 def improvement_curves(runs, baseline: str) -> dict:
@@ -370,24 +339,33 @@ def run(argv):
     p.add_argument("--step", type=int, help="evaluation step to compare (default: the last common one)")
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
     p.add_argument("--md", help="also write the table to this markdown file")
+    p.add_argument("--tune", metavar="KEY[,KEY]", help="the runs are a two-stage comparison over these grid keys")
+    p.add_argument("--json", help="with --tune: also write the result as JSON here")
     args = p.parse_args(argv)
     if args.png:
         check_figure_path("--png", args.png)
-    if args.md:
-        check_writable("--md", args.md)
+    for option, path in (("--md", args.md), ("--json", args.json)):
+        if path:
+            check_writable(option, path)
+    if args.json and not args.tune:
+        raise CompareError("--json writes a two-stage comparison: give --tune=KEY as well")
     if args.wandb:
         import wandb
 
         found = wandb.Api().runs(args.wandb, filters={"group": args.group} if args.group else {})
         runs = [Run.from_wandb(r) for r in found]
     else:
-        # A pattern keeps the directories it matches (a sweep's out_root also holds its compare.png).
-        paths = sorted({Path(m) for p in args.runs for m in ([g for g in glob.glob(p) if Path(g).is_dir()] or [p])})
+        # A pattern, or the shell's expansion of one, keeps the directories it matches: a sweep's out_root also
+        # holds its figure, table and JSON, and a file is never a run (a path that is not there stays an error).
+        matched = {Path(m) for p in args.runs for m in ([g for g in glob.glob(p) if Path(g).is_dir()] or [p])}
+        paths = sorted(m for m in matched if not m.is_file())
         runs = [Run.from_dir(path) for path in paths]
     runs += [Run.from_official(spec) for spec in args.reference]
     if not runs:
         raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
     baseline = resolve_baseline(runs, args.baseline)
+    if args.tune:
+        return tuned(runs, [k.strip() for k in args.tune.split(",") if k.strip()], baseline, args)
     lines = table(runs, baseline, args.step)
     print("\n".join(lines))
     if args.md:
@@ -396,6 +374,22 @@ def run(argv):
     if args.png:
         plot(runs, args.png, baseline)
         print(f"\ncurves: {args.png}")
+
+
+def tuned(runs, keys, baseline: str, args) -> None:
+    """The two-stage comparison (tuning.py): its table, and its JSON and figure where asked."""
+    result = tuning.report(runs, keys, baseline)
+    lines = tuning.markdown(result)
+    print("\n".join(lines))
+    if args.md:
+        atomic_write_text(args.md, "\n".join(lines) + "\n")
+        print(f"\ntable: {args.md}")
+    if args.json:
+        atomic_write_json(args.json, result)
+        print(f"result: {args.json}")
+    if args.png:
+        tuning.plot(result, args.png)
+        print(f"\nfigure: {args.png}")
 
 
 def main(argv=None):

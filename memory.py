@@ -27,15 +27,25 @@ GiB = 2**30
 
 
 def parameter_count(model_cfg, non_embedding: bool = False) -> int:
-    """The model's parameters (GPT.num_params), exactly, without building it: every block is alike, so
-    models of one and of two blocks on the meta device give the count at any depth, and a model that a
-    file describes is never built, even on the meta device, just to be measured."""
+    """The model's parameters (GPT.num_params), exactly, without building it (by_depth)."""
+    return by_depth(model_cfg, lambda model: model.num_params(non_embedding))
 
-    def count(n_layer: int) -> int:
+
+def training_flops_per_token(model_cfg, seq_len: int) -> float:
+    """GPT.flops_per_token of a training step at seq_len, without building the model (by_depth)."""
+    return by_depth(model_cfg, lambda model: model.flops_per_token(seq_len))
+
+
+def by_depth(model_cfg, measure):
+    """measure(model) of the model model_cfg describes, at any depth, from models of one and of two blocks
+    on the meta device: every block is alike, so the measure is linear in n_layer. A model that a file
+    describes is never built, even on the meta device, just to be measured."""
+
+    def at(n_layer: int):
         with torch.device("meta"):
-            return GPT(replace(model_cfg, n_layer=n_layer)).num_params(non_embedding)
+            return measure(GPT(replace(model_cfg, n_layer=n_layer)))
 
-    one, two = count(1), count(2)
+    one, two = at(1), at(2)
     return one + (two - one) * (model_cfg.n_layer - 1)
 
 

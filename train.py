@@ -125,7 +125,10 @@ class TrainConfig:
 
 
 class Diverged(UserError):
-    """A non-finite loss, gradient norm, validation loss or weight."""
+    """A non-finite loss, gradient norm, validation loss or weight. Its exit status is its own (3), so that
+    a sweep tells a run that diverged from one that failed."""
+
+    exit_code = 3
 
 
 class Interrupted(UserError):

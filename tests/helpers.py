@@ -1,6 +1,8 @@
 """Helpers the training tests share: a tiny run's command line, its records, its one-line errors, torchrun."""
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import random
@@ -52,11 +54,14 @@ def records(out_dir, key):
     return {r["step"]: r for r in map(json.loads, lines) if key in r}
 
 
-def error_of(argv, main=train.main):
-    """The one-line error a script ends with."""
-    with pytest.raises(SystemExit) as e:
+def error_of(argv, main=train.main, status=1):
+    """The one-line error a script ends with, and its exit status (1; a divergence's is train.Diverged's)."""
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as e, contextlib.redirect_stderr(err):
         main([str(a) for a in argv])
-    message = str(e.value.code)
+    code = e.value.code
+    message = str(code) if isinstance(code, str) else err.getvalue().strip().splitlines()[-1]
+    assert (1 if isinstance(code, str) else code) == status, (code, message)
     assert message.startswith("error: ") and "\n" not in message, message
     return message
 

@@ -47,7 +47,9 @@ def test_divergence_right_before_an_eval_keeps_the_last_checkpoint(char_data, tm
 
     monkeypatch.setattr(GPT, "forward", forward)
     # log_interval=100: nothing reads the flag back before the evaluation at step 8, which must stop the run
-    message = error_of(tiny_args(char_data, tmp_path, init_from="resume", log_interval=100))
+    message = error_of(
+        tiny_args(char_data, tmp_path, init_from="resume", log_interval=100), status=train.Diverged.exit_code
+    )
     assert "non-finite loss or gradient norm at step 7" in message
     assert f"{tmp_path / 'ckpt.pt'} (step 4) is the last good checkpoint" in message
     after = snapshot(tmp_path)
@@ -64,13 +66,16 @@ def test_non_finite_validation_loss_is_never_saved(char_data, tmp_path, monkeypa
     saved = snapshot(tmp_path)["ckpt.pt"]
     real = train.Trainer.evaluate
     monkeypatch.setattr(train.Trainer, "evaluate", lambda self, *a: float("nan") if self.start == 4 else real(self, *a))
-    message = error_of(tiny_args(char_data, tmp_path, init_from="resume"))
+    message = error_of(tiny_args(char_data, tmp_path, init_from="resume"), status=train.Diverged.exit_code)
     assert "non-finite validation loss nan at step 8: not saved" in message
     assert snapshot(tmp_path)["ckpt.pt"] == saved
 
 
 def test_a_divergence_before_any_checkpoint_names_none(char_data, tmp_path):
-    message = error_of(tiny_args(char_data, tmp_path, learning_rate=1e30, warmup_iters=0, grad_clip=0.0, max_iters=50))
+    message = error_of(
+        tiny_args(char_data, tmp_path, learning_rate=1e30, warmup_iters=0, grad_clip=0.0, max_iters=50),
+        status=train.Diverged.exit_code,
+    )
     assert "no checkpoint was saved yet" in message and not (tmp_path / "ckpt.pt").exists()
     assert "then --init_from=auto" in message and "--init_from=resume" not in message  # resume would refuse
 
@@ -414,7 +419,7 @@ def test_a_finite_loss_with_a_non_finite_gradient_norm_stops_the_run(char_data, 
         return real(params, max_norm)
 
     monkeypatch.setattr(parallel, "clip_grad_norm", clip)
-    message = error_of(tiny_args(char_data, tmp_path))
+    message = error_of(tiny_args(char_data, tmp_path), status=train.Diverged.exit_code)
     assert "non-finite loss or gradient norm at step 6" in message and "(step 4) is the last good checkpoint" in message
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 4
     assert all(math.isfinite(r["loss"]) for r in logged(tmp_path) if "loss" in r)  # the loss never went bad

@@ -144,7 +144,8 @@ def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir
             grad_clip=0.0,
             max_iters=100,
             eval_interval=1000,
-        )
+        ),
+        status=train.Diverged.exit_code,
     )
     assert "non-finite" in message and "at step" in message
     step = int(message.split("at step ")[1].split(":")[0])

@@ -178,7 +178,7 @@ def test_a_deleted_shard_is_one_line_everywhere(sharded_run, char_data, tmp_path
 def test_a_run_stopped_before_its_first_checkpoint_continues_with_auto(char_data, tmp_path, capsys):
     out = tmp_path / "run"
     diverging = tiny_args(char_data, out, learning_rate=1e30, warmup_iters=0, grad_clip=0.0)
-    assert "no checkpoint was saved yet" in error_of(diverging)
+    assert "no checkpoint was saved yet" in error_of(diverging, status=train.Diverged.exit_code)
     before = snapshot(out)
     assert "metrics.jsonl" in before and not checkpoint.candidates(out)
     for init_from in ("resume", "scratch"):  # both name the command that continues

@@ -1,0 +1,278 @@
+"""A fair comparison of arms: every arm tuned on the same grid, its point chosen on one set of seeds, the
+comparison reported on fresh seeds.
+
+Stage 1 ("tune") runs every arm at every grid point on the tune seeds; each arm's point is the one with
+the lowest final validation loss, averaged over its tune seeds (a run that diverged or never reached its
+last step counts as the worst loss, +inf, and is said so). Stage 2 ("report") runs each arm's chosen point
+on seeds disjoint from the tune seeds: a choice reported on the seeds that made it is biased in its
+favour. The report is of stage 2 alone: per arm its chosen values, its loss over the fresh seeds, its
+improvement over the baseline's *tuned* point (paired by seed) with a 95 % interval and p, p adjusted for
+the number of arms compared (Holm), its tuning budget (runs, tokens, training FLOPs from the model's own
+count) and a warning when the choice lies at an end of the grid.
+
+A run is a compare.Run; its stage is the end of its wandb_group ("NAME/tune" or "NAME/report", as
+sweep.py sets it), so the analysis needs the run directories alone (compare.py --tune=KEY).
+"""
+
+import math
+import statistics
+
+from errors import UserError
+from memory import training_flops_per_token
+from model import GPTConfig
+from stats import holm, versus_baseline
+
+STAGES = ("tune", "report")
+LOG_KEYS = ("learning_rate", "min_lr", "weight_decay")  # drawn on a log axis, whatever their span
+
+
+class TuningError(UserError):
+    """The runs do not make a two-stage comparison: the line says what is missing."""
+
+
+def stage_of(run) -> str | None:
+    group = run.config.get("wandb_group") or ""
+    stage = group.rsplit("/", 1)[-1]
+    return stage if stage in STAGES else None
+
+
+def point_of(run, keys) -> tuple:
+    """The run's values of the grid keys, from its recorded config."""
+    missing = [k for k in keys if k not in run.config]
+    if missing:
+        raise TuningError(f"{run.name} records no {', '.join(missing)}: not a key of its config")
+    return tuple(run.config[k] for k in keys)
+
+
+def final_loss(run) -> float:
+    """The validation loss at the run's last step (max_iters), or +inf if it never got there (it diverged,
+    or stopped): the worst loss, so that a point whose runs diverge is never chosen."""
+    record = run.evals.get(run.config.get("max_iters"))
+    return record["val_loss"] if record is not None and math.isfinite(record["val_loss"]) else math.inf
+
+
+def choose(tune_runs, keys) -> dict:
+    """{arm: {"chosen": {key: value}, "points": [{"point", "losses", "val_loss_mean", "diverged"}]}}: each
+    arm's grid point of lowest mean final loss over its tune seeds (the first such in sorted grid order)."""
+    out = {}
+    for arm, runs in sorted(by_arm(tune_runs).items()):
+        points = {}
+        for r in runs:
+            points.setdefault(point_of(r, keys), []).append(final_loss(r))
+        rows = [
+            {"point": dict(zip(keys, p)), "losses": losses, "val_loss_mean": statistics.mean(losses)}
+            | {"diverged": sum(not math.isfinite(x) for x in losses)}
+            for p, losses in sorted(points.items(), key=lambda kv: [sort_key(v) for v in kv[0]])
+        ]
+        best = min(rows, key=lambda row: row["val_loss_mean"])
+        out[arm] = {"chosen": best["point"], "points": rows}
+    return out
+
+
+def sort_key(value):
+    return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
+
+
+def by_arm(runs) -> dict:
+    arms = {}
+    for r in runs:
+        arms.setdefault(r.arm, []).append(r)
+    return arms
+
+
+def at_grid_edge(rows: list, chosen: dict) -> list[str]:
+    """A warning per numeric key whose chosen value is the smallest or largest of at least two tried."""
+    out = []
+    for key, value in chosen.items():
+        tried = sorted({row["point"][key] for row in rows if isinstance(row["point"][key], (int, float))})
+        if len(tried) < 2 or value not in (tried[0], tried[-1]):
+            continue
+        end = "smallest" if value == tried[0] else "largest"
+        out.append(f"extend the grid: {key}={value} is the {end} tried")
+    return out
+
+
+def budget(runs) -> dict:
+    """What an arm's tuning spent: its runs, their training tokens, their training FLOPs (the model's own
+    count per token, GPT.flops_per_token, times its tokens)."""
+    tokens = flops = 0
+    for r in runs:
+        c = r.config
+        n = c["block_size"] * c["batch_size"] * c["gradient_accumulation_steps"] * c["max_iters"]
+        fields = {k: v for k, v in c.items() if k in GPTConfig.__dataclass_fields__}
+        tokens += n
+        flops += training_flops_per_token(GPTConfig(**fields), c["block_size"]) * n
+    return {"runs": len(runs), "tokens": tokens, "flops": flops}
+
+
+def report(runs, keys, baseline: str) -> dict:
+    """The two-stage comparison of runs (both stages) as a dict (the --json layout)."""
+    tune = [r for r in runs if stage_of(r) == "tune"]
+    fresh = [r for r in runs if stage_of(r) == "report"]
+    if not tune or not fresh:
+        raise TuningError(
+            f"{len(tune)} stage-1 (tune) and {len(fresh)} stage-2 (report) runs: a two-stage comparison needs both "
+            "(their wandb_group ends in /tune or /report, as sweep.py --grid sets it)"
+        )
+    choice, arms = choose(tune, keys), by_arm(fresh)
+    tune_seeds = sorted({r.seed for r in tune})
+    check_stage2(choice, arms, keys, tune_seeds, baseline)
+    step = min(r.config["max_iters"] for r in fresh)
+    out = {"baseline": baseline, "keys": list(keys), "step": step, "tune_seeds": tune_seeds}
+    out["seeds"], out["arms"] = sorted({r.seed for r in fresh}), {}
+    tune_arms = by_arm(tune)
+    for arm, rs in sorted(arms.items()):
+        losses = [r.evals[step]["val_loss"] for r in rs]
+        gain, interval, p, kind = (
+            (0.0, None, None, "") if arm == baseline else versus_baseline(rs, arms[baseline], step)
+        )
+        out["arms"][arm] = {
+            "chosen": choice[arm]["chosen"],
+            "n": len(rs),
+            "val_loss_mean": statistics.mean(losses),
+            "val_loss_std": statistics.stdev(losses) if len(losses) > 1 else None,
+            "improvement": gain,
+            "interval": list(interval) if interval else None,
+            "p": p,
+            "test": kind,
+            "budget": budget(tune_arms[arm]),
+            "at_grid_edge": at_grid_edge(choice[arm]["points"], choice[arm]["chosen"]),
+            "stage1": [finite(row) for row in choice[arm]["points"]],
+        }
+    adjusted = holm({a: r["p"] for a, r in out["arms"].items() if a != baseline})
+    for arm, r in out["arms"].items():
+        r["p_holm"] = adjusted.get(arm)
+    return out
+
+
+def finite(row: dict) -> dict:
+    """A stage-1 row with None for a loss that is not finite (JSON has no infinity)."""
+    number = lambda x: x if math.isfinite(x) else None  # noqa: E731
+    return {**row, "losses": [number(x) for x in row["losses"]], "val_loss_mean": number(row["val_loss_mean"])}
+
+
+def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str) -> None:
+    """Stage 2 holds every tuned arm, the baseline too, each at its chosen point, on fresh seeds, finished."""
+    if baseline not in arms:
+        raise TuningError(f"the baseline {baseline!r} has no stage-2 runs: its tuned point is what the arms face")
+    for arm, rs in arms.items():
+        if arm not in choice:
+            raise TuningError(f"{arm} has stage-2 runs but no stage-1 runs: its point was chosen elsewhere")
+        for r in rs:
+            if dict(zip(keys, point_of(r, keys))) != choice[arm]["chosen"]:
+                raise TuningError(f"{r.name} is not at {arm}'s chosen point {choice[arm]['chosen']}")
+            if r.seed in tune_seeds:
+                raise TuningError(
+                    f"{r.name} reports seed {r.seed}, a tune seed: a choice reported on the seeds that made it is "
+                    "biased in its favour; report on fresh seeds"
+                )
+            if not math.isfinite(final_loss(r)):
+                raise TuningError(f"{r.name} did not reach its last step: finish (or rerun) it before reporting")
+
+
+def markdown(result: dict) -> list[str]:
+    """The stage-2 table, its budgets and its warnings, as markdown lines."""
+    keys = ", ".join(result["keys"])
+    lines = [
+        f"stage 2: validation loss at step {result['step']} on fresh seeds {result['seeds']}, each arm at the "
+        f"{keys} that stage 1 chose on seeds {result['tune_seeds']}; improvement relative to "
+        f"{result['baseline']}'s tuned point (positive: lower loss), its 95 % interval and t-test p, and p "
+        "adjusted for the arms compared (Holm)",
+        "",
+        "| arm | chosen | val loss | n | vs tuned baseline | 95 % interval | p | p (Holm) "
+        "| tuning: runs, tokens, FLOPs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, r in sorted(result["arms"].items(), key=lambda kv: -kv[1]["val_loss_mean"]):
+        chosen = ", ".join(f"{k}={v}" for k, v in r["chosen"].items())
+        std = f" ± {r['val_loss_std']:.4f}" if r["val_loss_std"] is not None else ""
+        ci = f"[{r['interval'][0]:+.2%}, {r['interval'][1]:+.2%}]" if r["interval"] else "—"
+        p = f"{r['p']:.3g} ({r['test']})" if r["p"] is not None else "—"
+        holm_p = f"{r['p_holm']:.3g}" if r["p_holm"] is not None else "—"
+        b = r["budget"]
+        lines.append(
+            f"| {arm} | {chosen} | {r['val_loss_mean']:.4f}{std} | {r['n']} | {r['improvement']:+.2%} | {ci} | {p} "
+            f"| {holm_p} | {b['runs']}, {b['tokens']:,}, {b['flops']:.3g} |"
+        )
+    budgets = {(r["budget"]["runs"], r["budget"]["tokens"]) for r in result["arms"].values()}
+    if len(budgets) > 1:
+        lines += ["", "warning: the arms' tuning budgets differ (runs, tokens): the comparison is not on equal terms"]
+    for arm, r in sorted(result["arms"].items()):
+        lines += [f"warning: {arm}: {w}" for w in r["at_grid_edge"]]
+        lines += [
+            f"note: {arm}: {row['diverged']} of {len(row['losses'])} tune runs at {row['point']} did not finish "
+            "(counted as the worst loss)"
+            for row in r["stage1"]
+            if row["diverged"]
+        ]
+    if all(len(r["stage1"]) == 1 for r in result["arms"].values()):
+        lines += ["note: the grid has one point: nothing was tuned"]
+    return lines
+
+
+def figure_data(result: dict) -> dict:
+    """What the figure draws: per grid key, per arm, the stage-1 curve (value, mean, min, max over tune
+    seeds) at the other keys' chosen values, and the chosen value; per arm, the stage-2 improvement with
+    its interval."""
+    curves = {}
+    for key in result["keys"]:
+        curves[key] = {}
+        for arm, r in result["arms"].items():
+            others = {k: v for k, v in r["chosen"].items() if k != key}
+            rows = [row for row in r["stage1"] if all(row["point"][k] == v for k, v in others.items())]
+            done = [[x for x in row["losses"] if x is not None] for row in rows]
+            curves[key][arm] = {
+                "values": [row["point"][key] for row in rows],
+                "mean": [row["val_loss_mean"] for row in rows],  # None: a point whose runs did not all finish
+                "low": [min(f) if f else None for f in done],
+                "high": [max(f) if f else None for f in done],
+                "chosen": r["chosen"][key],
+            }
+    gains = {arm: (r["improvement"], r["interval"]) for arm, r in result["arms"].items()}
+    return {"curves": curves, "improvement": gains, "baseline": result["baseline"]}
+
+
+def plot(result: dict, path) -> None:
+    """Loss against each grid key (log axis when its values span a factor of 10 or more), one line per arm
+    with the spread over tune seeds and the chosen point ringed; beside them, stage 2's improvements."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from figures import save_figure
+
+    data = figure_data(result)
+    keys = list(data["curves"])
+    fig, axes = plt.subplots(1, len(keys) + 1, figsize=(5.5 * (len(keys) + 1), 4.2), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for arm, c in sorted(data["curves"][key].items()):
+            shown = [
+                (v, m, lo, hi) for v, m, lo, hi in zip(c["values"], c["mean"], c["low"], c["high"]) if m is not None
+            ]
+            if not shown:
+                continue
+            v, m, lo, hi = map(list, zip(*shown))
+            (line,) = ax.plot(v, m, marker="o", label=arm)
+            ax.fill_between(v, lo, hi, color=line.get_color(), alpha=0.15)
+            if c["chosen"] in v:
+                ax.plot([c["chosen"]], [m[v.index(c["chosen"])]], "o", ms=12, mfc="none", color=line.get_color())
+        numeric = sorted({v for arm in data["curves"][key].values() for v in arm["values"] if isinstance(v, float)})
+        if numeric and min(numeric) > 0 and (key in LOG_KEYS or max(numeric) / min(numeric) >= 10):
+            ax.set_xscale("log")
+        if numeric:
+            ax.set_xticks(numeric, [f"{v:g}" for v in numeric])
+            ax.minorticks_off()
+        ax.set(xlabel=key, ylabel="final val loss", title=f"stage 1: val loss against {key} (tune seeds)")
+        ax.legend()
+    ax = axes[0][-1]
+    arms = sorted(data["improvement"])
+    for i, arm in enumerate(arms):
+        gain, interval = data["improvement"][arm]
+        err = [[gain - interval[0]], [interval[1] - gain]] if interval else None
+        ax.errorbar([i], [gain * 100], yerr=None if err is None else [[e[0] * 100] for e in err], fmt="o", capsize=4)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(arms)), arms, rotation=30)
+    ax.set(ylabel=f"improvement over tuned {data['baseline']} (%)", title="stage 2: fresh seeds, 95 % interval")
+    fig.tight_layout()
+    save_figure(fig, path)
