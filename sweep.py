@@ -294,18 +294,20 @@ def run(argv):
         return two_stage(args, extra, seeds)
     runs = plan(args.arms, seeds, Path(args.out_root), extra)
     check_arm_names(runs, args.arms)
-    finished = launch(runs, args, extra)
+    finished, failures = launch(runs, args, extra)
     if finished:
         compare.run([*(str(r.out_dir) for r in finished), f"--baseline={runs[0].arm}", *outputs(args)])
-    if len(finished) < len(runs):
+    if len(finished) < len(runs) and not args.dry_run:
         raise UserError(
-            f"{len(runs) - len(finished)} of {len(runs)} runs did not finish (above): run the same command again"
+            f"{len(runs) - len(finished)} of {len(runs)} runs did not finish ({len(failures)} failed, above): fix "
+            "them, then run the same command again"
         )
 
 
 def two_stage(args, extra, seeds):
     """Stage 1, every arm x grid point x tune seed; each arm's point chosen; stage 2, each arm's point x
     fresh seed; the comparison of stage 2 (tuning.py). Run again, it continues in whichever stage it was."""
+    keys, points = grid_points(args.grid, extra)
     if not args.grid or not args.tune_seeds:
         raise UserError("--grid=KEY=V1,V2 and --tune_seeds=S go together: a grid tuned on seeds, reported on --seeds")
     tune_seeds = seed_list("--tune_seeds", args.tune_seeds)
@@ -315,7 +317,6 @@ def two_stage(args, extra, seeds):
             f"--tune_seeds and --seeds share {shared}: a choice reported on the seeds that made it is biased in its "
             "favour; give disjoint seeds"
         )
-    keys, points = grid_points(args.grid, extra)
     out_root = Path(args.out_root)
     stage1 = plan(args.arms, tune_seeds, out_root, extra, points, "tune", args.tune_iters)
     check_arm_names(stage1, args.arms)

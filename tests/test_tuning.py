@@ -1,0 +1,198 @@
+"""The fair comparison (tuning.py, sweep.py --grid, compare.py --tune): each arm's point is the argmin of its
+stage-1 losses, stage 2 is reported alone on fresh seeds, Holm's adjustment, the budgets, the grid-edge
+warnings and the figure's data, all against numbers worked out here by hand; then the sweep end to end."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import error_of
+
+import compare
+import sweep
+import tuning
+from stats import holm
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPE = dict(n_layer=1, n_head=2, n_embd=16, block_size=16, vocab_size=65, batch_size=2, gradient_accumulation_steps=1)
+
+
+def fake(arm, stage, seed, lr, final, max_iters=8, **extra):
+    """A run as compare reads it: its recorded config and an evaluation at step 0 and (unless final is
+    None: it diverged) at max_iters."""
+    config = dict(SHAPE, wandb_run_name=arm, wandb_group=f"R/{stage}", seed=seed, query_mode="linear")
+    config.update(learning_rate=lr, max_iters=max_iters, **extra)
+    records = [{"step": 0, "val_loss": 4.2}] + ([{"step": max_iters, "val_loss": final}] if final is not None else [])
+    return compare.Run(f"{arm}-{stage}-{lr}-s{seed}", config, records)
+
+
+def test_holm_against_a_worked_example():
+    # sorted: 0.01 x 3 = 0.03; 0.03 x 2 = 0.06; 0.04 x 1 = 0.04, raised to the running 0.06; 0.5 capped at... x1
+    assert holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": None}) == {"a": 0.03, "c": 0.06, "b": 0.06, "d": None}
+    assert holm({"a": 0.4, "b": 0.6}) == {"a": 0.8, "b": 0.8}  # 0.4 x 2 = 0.8; 0.6 x 1 = 0.6 -> 0.8
+    assert holm({"a": 0.7, "b": 0.9})["a"] == 1.0  # capped
+
+
+def test_the_choice_is_the_argmin_of_the_mean_over_tune_seeds_and_a_diverged_run_is_the_worst():
+    runs = [
+        fake("base", "tune", 1, 1e-3, 3.0),
+        fake("base", "tune", 2, 1e-3, 3.2),  # mean 3.1
+        fake("base", "tune", 1, 3e-3, 2.9),
+        fake("base", "tune", 2, 3e-3, 3.4),  # mean 3.15
+        fake("nlq", "tune", 1, 1e-3, 3.1),
+        fake("nlq", "tune", 2, 1e-3, 3.1),  # mean 3.1
+        fake("nlq", "tune", 1, 3e-3, 2.5),
+        fake("nlq", "tune", 2, 3e-3, None),  # diverged: the point counts as the worst, never chosen
+    ]
+    choice = tuning.choose(runs, ["learning_rate"])
+    assert choice["base"]["chosen"] == {"learning_rate": 1e-3} and choice["nlq"]["chosen"] == {"learning_rate": 1e-3}
+    rows = {r["point"]["learning_rate"]: r for r in choice["nlq"]["points"]}
+    assert rows[3e-3]["diverged"] == 1 and rows[3e-3]["val_loss_mean"] == math.inf
+    assert rows[1e-3]["val_loss_mean"] == pytest.approx(3.1)
+
+
+def test_a_choice_at_an_end_of_the_grid_says_so():
+    rows = [{"point": {"learning_rate": v, "weight_decay": w}} for v in (1e-4, 1e-3, 1e-2) for w in (0.0, 0.1)]
+    assert tuning.at_grid_edge(rows, {"learning_rate": 1e-2, "weight_decay": 0.0}) == [
+        "extend the grid: learning_rate=0.01 is the largest tried",
+        "extend the grid: weight_decay=0.0 is the smallest tried",
+    ]
+    assert tuning.at_grid_edge(rows[:2], {"learning_rate": 1e-4, "weight_decay": 0.1}) == [
+        "extend the grid: weight_decay=0.1 is the largest tried"
+    ]  # one learning rate tried: no edge to speak of
+
+
+def two_stage_runs():
+    """Stage 1: base is best at 1e-3, nlq at 3e-3, wide at 3e-3; stage 2 on seeds 5, 6 at those points."""
+    runs = []
+    for arm, best in (("base", 1e-3), ("nlq", 3e-3), ("wide", 3e-3)):
+        for lr in (1e-3, 3e-3):
+            runs.append(fake(arm, "tune", 1, lr, 3.0 if lr == best else 3.5))
+    finals = {"base": (3.00, 3.10), "nlq": (2.94, 3.05), "wide": (2.99, 3.11)}
+    for arm, (a, b) in finals.items():
+        lr = 1e-3 if arm == "base" else 3e-3
+        runs += [fake(arm, "report", 5, lr, a), fake(arm, "report", 6, lr, b)]
+    return runs
+
+
+def test_the_report_is_of_stage_2_alone_against_the_baselines_tuned_point():
+    result = tuning.report(two_stage_runs(), ["learning_rate"], "base")
+    assert result["tune_seeds"] == [1] and result["seeds"] == [5, 6] and result["step"] == 8
+    nlq = result["arms"]["nlq"]
+    assert nlq["chosen"] == {"learning_rate": 3e-3} and nlq["n"] == 2
+    assert nlq["val_loss_mean"] == pytest.approx((2.94 + 3.05) / 2)  # stage 2's losses only, not its 3.0 in stage 1
+    assert nlq["improvement"] == pytest.approx((3.05 - 2.995) / 3.05)  # (base mean - arm mean) / base mean
+    # paired by seed: differences 0.06 and 0.05, mean 0.055, sd 0.00707; t(1) 97.5 % = 12.706
+    half = 12.706205 * (2 * 0.005**2) ** 0.5 / 2**0.5  # t x sd / sqrt(n), sd = sqrt(sum (d - mean)^2 / (n - 1))
+    assert nlq["interval"] == pytest.approx([(0.055 - half) / 3.05, (0.055 + half) / 3.05], rel=1e-4)
+    ps = {arm: result["arms"][arm]["p"] for arm in ("nlq", "wide")}
+    assert {arm: result["arms"][arm]["p_holm"] for arm in ps} == pytest.approx(holm(ps))
+    assert result["arms"]["base"]["p_holm"] is None and result["arms"]["base"]["improvement"] == 0
+    # 2 tune runs of 8 steps x 2 rows x 16 tokens; FLOPs by GPT-2's count: 3 x (2 x weights + 4 L T d), with
+    # weights the token table (tied, so the head) 65 x 16 and the block's 16 x 48 + 16 x 16 + 2 x 16 x 64
+    weights = 65 * 16 + 16 * 48 + 16 * 16 + 2 * 16 * 64
+    per_token = 3 * (2 * weights + 4 * 1 * 16 * 16)
+    assert nlq["budget"] == {"runs": 2, "tokens": 2 * 256, "flops": 2 * 256 * per_token}
+    assert nlq["at_grid_edge"] == ["extend the grid: learning_rate=0.003 is the largest tried"]
+    lines = "\n".join(tuning.markdown(result))
+    assert "| nlq | learning_rate=0.003 | 2.9950 ± 0.0778 | 2 |" in lines and "on fresh seeds [5, 6]" in lines
+    json.dumps(result, allow_nan=False)  # machine-readable: no infinity or NaN
+
+
+def test_a_stage_2_run_on_a_tune_seed_or_without_the_baseline_is_refused():
+    runs = two_stage_runs() + [fake("nlq", "report", 1, 3e-3, 2.9)]
+    with pytest.raises(tuning.TuningError, match="reports seed 1, a tune seed: a choice reported on the seeds"):
+        tuning.report(runs, ["learning_rate"], "base")
+    without_base = [r for r in two_stage_runs() if not (r.arm == "base" and tuning.stage_of(r) == "report")]
+    with pytest.raises(tuning.TuningError, match="the baseline 'base' has no stage-2 runs"):
+        tuning.report(without_base, ["learning_rate"], "base")
+    off_point = two_stage_runs() + [fake("wide", "report", 7, 1e-3, 3.0)]
+    with pytest.raises(tuning.TuningError, match="is not at wide's chosen point"):
+        tuning.report(off_point, ["learning_rate"], "base")
+
+
+def test_the_figures_data_from_hand_made_runs():
+    data = tuning.figure_data(tuning.report(two_stage_runs(), ["learning_rate"], "base"))
+    curve = data["curves"]["learning_rate"]["nlq"]
+    assert curve["values"] == [1e-3, 3e-3] and curve["mean"] == [3.5, 3.0] and curve["chosen"] == 3e-3
+    assert curve["low"] == curve["high"] == [3.5, 3.0]  # one tune seed: no spread
+    gain, interval = data["improvement"]["wide"]
+    assert gain == pytest.approx((3.05 - 3.05) / 3.05) and interval is not None
+
+
+ARM = """
+dataset = {data!r}
+n_layer, n_head, n_embd, block_size, vocab_size = 1, 2, 16, 16, 65
+batch_size, gradient_accumulation_steps = 2, 1
+max_iters, lr_decay_iters, eval_interval, eval_iters, warmup_iters = 8, 8, 4, 1, 2
+device, compile, cpu_peak_flops, dtype = "cpu", False, 1e13, "float32"
+"""
+
+
+def arms(tmp_path, data):
+    (tmp_path / "mini_base.py").write_text(ARM.format(data=str(data)))
+    (tmp_path / "mini_nlq.py").write_text(ARM.format(data=str(data)) + 'query_mode = "residual_gelu"\n')
+    return [str(tmp_path / "mini_base.py"), str(tmp_path / "mini_nlq.py")]
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--grid=lerning_rate=1e-3"], "no config has a key 'lerning_rate'"),
+        (["--grid=data_seed=1,2"], "data_seed cannot be a grid key: it changes the data order"),
+        (["--grid=learning_rate="], "give the key's values once each"),
+        (["--grid=learning_rate=1e-3,1e-3"], "give the key's values once each"),
+        (["--grid=learning_rate=-1,1e-3", "--tune_seeds=9"], "learning_rate=-1.0 is invalid"),
+        (["--grid=learning_rate=1e-3", "--seeds=1,2"], "--tune_seeds=S go together"),
+        (["--grid=learning_rate=1e-3", "--tune_seeds=2", "--seeds=2,3"], "--tune_seeds and --seeds share [2]"),
+        (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--tune_iters=8"], "--tune_iters=8: give a number"),
+    ],
+)
+def test_bad_grids_are_one_line_and_start_nothing(char_data, tmp_path, options, words):
+    base, nlq = arms(tmp_path, char_data)
+    root = tmp_path / "R"
+    assert words in error_of([base, nlq, f"--out_root={root}", *options], main=sweep.main)
+    assert not root.exists()
+
+
+def final(run_dir) -> float:
+    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+    return [r["val_loss"] for r in map(json.loads, lines) if r.get("step") == 8 and "val_loss" in r][-1]
+
+
+def test_a_two_stage_sweep_end_to_end_chooses_reports_fresh_seeds_and_continues(char_data, tmp_path, capsys):
+    base, nlq = arms(tmp_path, char_data)
+    root = tmp_path / "R"
+    command = [base, nlq, "--grid=learning_rate=1e-3,1e-2", "--tune_seeds=1", "--seeds=2,3", f"--out_root={root}"]
+    command += [f"--json={root / 'result.json'}", f"--md={root / 'table.md'}", f"--png={root / 'lr.png'}"]
+    sweep.main(command)
+    result = json.loads((root / "result.json").read_text())
+    best = {}
+    for arm in ("base", "nlq"):  # the argmin of stage 1, read here from its runs' own logs
+        losses = {lr: final(root / f"tune-{arm}-learning_rate={lr}-s1") for lr in ("1e-3", "1e-2")}
+        best[arm] = min(losses, key=losses.get)
+        assert result["arms"][arm]["chosen"] == {"learning_rate": float(best[arm])}
+        for seed in (2, 3):
+            assert (root / f"{arm}-learning_rate={best[arm]}-s{seed}" / "ckpt.pt").is_file()
+        assert result["arms"][arm]["n"] == 2
+    assert result["seeds"] == [2, 3] and result["tune_seeds"] == [1]
+    assert (root / "lr.png").stat().st_size > 0 and "| nlq |" in (root / "table.md").read_text()
+    # A crash before one stage-2 run ended: the same command runs that run alone, and the result is the same.
+    subprocess.run(["rm", "-rf", str(root / f"nlq-learning_rate={best['nlq']}-s3")], check=True)
+    capsys.readouterr()
+    sweep.main(command)
+    out = capsys.readouterr().out
+    assert out.count("start  ") == 1 and f"start nlq learning_rate={best['nlq']} seed 3 (missing)" in out
+    again = json.loads((root / "result.json").read_text())
+    assert again["arms"]["nlq"]["chosen"] == result["arms"]["nlq"]["chosen"]
+    # compare.py alone redoes it from the directories, as for a sweep run by other means
+    done = subprocess.run(
+        [sys.executable, ROOT / "compare.py", *map(str, root.iterdir()), "--tune=learning_rate", "--png=",
+         f"--json={tmp_path / 'again.json'}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "again.json").read_text()) == again
