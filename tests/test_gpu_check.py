@@ -4,6 +4,7 @@ details in the report, a broken torch.compile turns later steps eager, and the b
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -142,6 +143,17 @@ def test_no_step_starts_whose_estimate_would_pass_the_budget(tmp_path):
     for name, s in report["steps"].items():
         assert s["status"] == "skipped" and s["seconds"] < 1 and "past --budget_s=0" in s["reason"], name
     assert f"not run: {', '.join(gpu_check.STEP_FUNCTIONS)}" in done.stdout
+
+
+def test_the_h200_plan_is_printed_first_most_informative_first_and_fits_six_minutes(tmp_path):
+    """GPT-2 small compiled, every step skipped (--budget_s=0): the plan alone, as a GPU session reads it."""
+    done, report = check(tmp_path, "--preset=gpt2", "--compile=True", "--budget_s=0")
+    lines = done.stdout.splitlines()
+    names = [line.split()[1] for line in lines[1:6]]
+    assert lines[0].startswith("plan: preset gpt2") and names == list(gpu_check.STEP_FUNCTIONS)
+    total = float(re.search(r"expected in all: ~(\d+) s", done.stdout).group(1))
+    assert total == sum(s["estimate_s"] for s in report["plan"]) <= 360
+    assert "note" not in report  # a probe skipped by the budget says nothing of torch.compile
 
 
 def test_the_other_arms_run_eagerly_when_compiling_them_would_crowd_out_the_tests(tmp_path):
