@@ -450,8 +450,9 @@ class Trainer:
         if step is None and what is None:
             return
         checkpoint.finish_pending()  # a save still being written is complete and named first
-        if self.last_saved is not None:
-            kept = f"{checkpoint.latest(self.run.path)} (step {self.last_saved}) is the last good checkpoint"
+        if self.last_saved is not None:  # only rank 0 surveys out_dir (another rank's read could race its pruning)
+            where = checkpoint.latest(self.run.path) if self.d.master else "the checkpoint"
+            kept = f"{where} (step {self.last_saved}) is the last good checkpoint"
             again = "--init_from=resume"
         else:
             kept, again = "no checkpoint was saved yet", "--init_from=auto (it starts again, keeping the files aside)"
@@ -679,7 +680,8 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
     except KeyboardInterrupt:
         raise Interrupted(trainer.interrupted_line()) from None
     wandb.finish()
-    trainer.say(trainer.summary())
+    if d.master:  # the summary surveys out_dir: other ranks would read it while rank 0 prunes the last step
+        print(trainer.summary())
     if d.enabled:  # leave together: a rank that tears down while its peer is still saving can hang in gloo
         dist.barrier()
 
