@@ -5,6 +5,11 @@
     python sweep.py config/mini_*.py --seeds=1,2,3 --out_root=out-mini     # the CPU miniature
     python sweep.py config/owt_*.py --gpus=0,1,2,3                         # one single-GPU run per GPU
     python sweep.py config/owt_*.py --dry_run                              # list what would run
+    python sweep.py config/mini_*.py --grid=learning_rate=1e-3,4e-3 --tune_seeds=1 --seeds=2,3,4   # fair
+
+With --grid (tuning.py): stage 1 runs every arm x grid point on --tune_seeds (OUT_ROOT/tune-ARM-KEY=V-sS,
+shortened by --tune_iters), each arm's point of lowest mean final loss is chosen, stage 2 runs the chosen
+points on --seeds (disjoint from the tune seeds), and the comparison is of stage 2 alone.
 
 Run (arm, seed) is `LAUNCHER train.py ARM.py --seed=SEED --out_dir=OUT_ROOT/ARM-sSEED --wandb_run_name=ARM
 --init_from=auto [extra --key=value options]`, where ARM is the config file's name without `.py` and the

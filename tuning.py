@@ -155,6 +155,9 @@ def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str
     """Stage 2 holds every tuned arm, the baseline too, each at its chosen point, on fresh seeds, finished."""
     if baseline not in arms:
         raise TuningError(f"the baseline {baseline!r} has no stage-2 runs: its tuned point is what the arms face")
+    lengths = sorted({r.config["max_iters"] for rs in arms.values() for r in rs})
+    if len(lengths) > 1:
+        raise TuningError(f"the stage-2 runs train for different lengths ({lengths} steps): report them at one length")
     for arm, rs in arms.items():
         if arm not in choice:
             raise TuningError(f"{arm} has stage-2 runs but no stage-1 runs: its point was chosen elsewhere")

@@ -109,6 +109,9 @@ def test_a_stage_2_run_on_a_tune_seed_or_without_the_baseline_is_refused():
     without_base = [r for r in two_stage_runs() if not (r.arm == "base" and tuning.stage_of(r) == "report")]
     with pytest.raises(tuning.TuningError, match="the baseline 'base' has no stage-2 runs"):
         tuning.report(without_base, ["learning_rate"], "base")
+    longer = two_stage_runs() + [fake("wide", "report", 7, 3e-3, 3.0, max_iters=16)]
+    with pytest.raises(tuning.TuningError, match=r"train for different lengths \(\[8, 16\] steps\)"):
+        tuning.report(longer, ["learning_rate"], "base")
     off_point = two_stage_runs() + [fake("wide", "report", 7, 1e-3, 3.0)]
     with pytest.raises(tuning.TuningError, match="is not at wide's chosen point"):
         tuning.report(off_point, ["learning_rate"], "base")
