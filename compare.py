@@ -379,7 +379,8 @@ def run(argv):
 def tuned(runs, keys, baseline: str, args) -> None:
     """The two-stage comparison (tuning.py): its table, and its JSON and figure where asked."""
     result = tuning.report(runs, keys, baseline)
-    lines = tuning.markdown(result)
+    result["batches"] = fingerprint_report(runs)  # every run of both stages on the same batches, step by step
+    lines = [*tuning.markdown(result), "", result["batches"]]
     print("\n".join(lines))
     if args.md:
         atomic_write_text(args.md, "\n".join(lines) + "\n")

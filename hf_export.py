@@ -44,7 +44,7 @@ def merged_state(model: GPT) -> dict:
     return state
 
 
-def nlq_config(model: GPT, meta: dict) -> dict:
+def nlq_config(model: GPT) -> dict:
     """config.json's model fields for hf/configuration_nlq.py, every derived width resolved to a number."""
     c = model.config
     return dict(
@@ -68,7 +68,6 @@ def nlq_config(model: GPT, meta: dict) -> dict:
         preproj_hidden=int(c.preproj_ratio * c.n_embd) if c.preproj else 0,
         content_skip=c.content_skip,
         tie_word_embeddings=c.tie_embeddings,
-        **special_tokens(meta),
     )
 
 
@@ -89,31 +88,37 @@ def gpt2_blockers(model: GPT) -> list[str]:
     return [name for name, blocked in checks.items() if blocked]
 
 
-def special_tokens(meta: dict) -> dict:
-    """bos / eos ids of the run's tokenizer (GPT-2 BPE: both <|endoftext|>); none for a character vocabulary."""
-    from tokenizer import EOT, hf_tokenizer
-
-    if meta["tokenizer"] == "gpt2":
-        return {"bos_token_id": EOT, "eos_token_id": EOT}
-    if meta["tokenizer"] == "hf":
-        tok = hf_tokenizer(meta["name"])
-        return {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
-    return {}
-
-
-def save_tokenizer(meta: dict, directory: Path) -> None:
-    """The run's tokenizer as transformers files: GPT-2's BPE (from the packaged files, offline), or the
-    pretrained model's own. A character vocabulary is refused: say so before anything is written."""
+def run_tokenizer(meta: dict):
+    """The run's tokenizer as a transformers tokenizer: GPT-2's BPE from the packaged files (offline, checked
+    against tiktoken's hashes), or the pretrained model's own. Batches are padded on the left, with eos where
+    the tokenizer has no pad token (GPT-2's BPE), so that a pipeline batches and generates as one prompt
+    alone: the model reads positions from the mask, so left padding changes no token in training either."""
     import transformers
 
     from tokenizer import gpt2_encoding, gpt2_files, hf_tokenizer
 
     if meta["tokenizer"] == "gpt2":
-        gpt2_encoding()  # the packaged files checked against tiktoken's hashes
+        gpt2_encoding()
         vocab, merges = gpt2_files()
-        transformers.GPT2Tokenizer(vocab=str(vocab), merges=str(merges)).save_pretrained(directory)
+        tok = transformers.GPT2Tokenizer(vocab=str(vocab), merges=str(merges), padding_side="left")
     else:
-        hf_tokenizer(meta["name"]).save_pretrained(directory)
+        tok = hf_tokenizer(meta["name"], padding_side="left")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def special_tokens(tok) -> dict:
+    """bos / eos ids of the tokenizer (GPT-2 BPE: both <|endoftext|>)."""
+    return {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
+
+
+def generation_defaults(hf, tok) -> None:
+    """generate's defaults: the tokenizer's padding, and never an id the tokenizer lacks: the embedding's rows
+    past it (50257-50303 of GPT-2's padded 50304) decode to nothing."""
+    gen = hf.generation_config
+    gen.pad_token_id = tok.pad_token_id
+    gen.suppress_tokens = list(range(len(tok), hf.config.vocab_size)) or None
 
 
 def check_exportable(model: GPT, meta: dict, fmt: str) -> None:
@@ -158,8 +163,9 @@ def export(model: GPT, meta: dict, dest, fmt: str = "hf") -> Path:
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the export private
-        (write_gpt2 if fmt == "gpt2" else write_nlq)(model, meta, tmp)
-        save_tokenizer(meta, tmp)
+        tok = run_tokenizer(meta)
+        (write_gpt2 if fmt == "gpt2" else write_nlq)(model, tok, tmp)
+        tok.save_pretrained(tmp)
         if dest.exists():
             dest.rmdir()
         os.replace(tmp, dest)
@@ -172,11 +178,11 @@ def export(model: GPT, meta: dict, dest, fmt: str = "hf") -> Path:
     return dest
 
 
-def write_nlq(model: GPT, meta: dict, directory: Path) -> None:
+def write_nlq(model: GPT, tok, directory: Path) -> None:
     from hf.configuration_nlq import NLQConfig
     from hf.modeling_nlq import NLQForCausalLM
 
-    config = NLQConfig(**nlq_config(model, meta))
+    config = NLQConfig(**nlq_config(model), **special_tokens(tok))
     config.auto_map = {
         "AutoConfig": "configuration_nlq.NLQConfig",
         "AutoModelForCausalLM": "modeling_nlq.NLQForCausalLM",
@@ -184,13 +190,13 @@ def write_nlq(model: GPT, meta: dict, directory: Path) -> None:
     config.architectures = ["NLQForCausalLM"]
     hf = NLQForCausalLM(config)
     hf.load_state_dict(merged_state(model), strict=True)
-    hf.generation_config.use_cache = False  # the exported model has no KV cache
+    generation_defaults(hf, tok)
     hf.save_pretrained(directory)
     for name in MODELING:
         shutil.copy(HERE / "hf" / name, directory / name)
 
 
-def write_gpt2(model: GPT, meta: dict, directory: Path) -> None:
+def write_gpt2(model: GPT, tok, directory: Path) -> None:
     """GPT-2's layout: Conv1D weights (in, out), biases everywhere (zero where this model has none)."""
     import transformers
 
@@ -208,7 +214,7 @@ def write_gpt2(model: GPT, meta: dict, directory: Path) -> None:
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
-        **special_tokens(meta),
+        **special_tokens(tok),
     )
     hf = transformers.GPT2LMHeadModel(config)
     ours = merged_state(model)
@@ -220,4 +226,5 @@ def write_gpt2(model: GPT, meta: dict, directory: Path) -> None:
             else:  # a bias this model was built without
                 assert name.endswith(".bias"), name
                 p.zero_()
+    generation_defaults(hf, tok)
     hf.save_pretrained(directory)

@@ -462,6 +462,62 @@ class GPT(nn.Module):
         forward = 2 * weights + 4 * self.config.n_layer * seq_len * self.config.n_embd
         return 3 * forward if training else forward
 
+    # ---- nanoGPT's model API (model.py of github.com/karpathy/nanoGPT), kept for its scripts and notebooks ----
+
+    @classmethod
+    def from_pretrained(cls, model_type: str, override_args: dict | None = None) -> "GPT":
+        """nanoGPT's GPT.from_pretrained('gpt2', dict(dropout=0.0)): importers.from_pretrained, which also takes
+        GPT-2 sizes, Pythia, local Hugging Face directories and this project's exports; override_args may set
+        the fields a checkpoint has no say in (dropout, the probe's additions)."""
+        import importers
+
+        return importers.from_pretrained(model_type, **(override_args or {}))
+
+    def get_num_params(self, non_embedding: bool = True) -> int:
+        """nanoGPT's count: every parameter, less the position table if non_embedding. The token table is kept,
+        as nanoGPT keeps it (tied, it is also the head). num_params is the paper's count, without it."""
+        n = self.num_params(non_embedding=False)
+        if non_embedding and "wpe" in self.transformer:
+            n -= self.transformer.wpe.weight.numel()
+        return n
+
+    def crop_block_size(self, block_size: int) -> None:
+        """A shorter context, as nanoGPT's surgery for a pretrained model: the position table (or rotary
+        angles) cut to block_size, config.block_size with it."""
+        if not 1 <= block_size <= self.config.block_size:
+            raise ValueError(f"block_size={block_size}: give 1 to {self.config.block_size} (the model's)")
+        self.config.block_size = block_size
+        if "wpe" in self.transformer:
+            self.transformer.wpe.weight = nn.Parameter(self.transformer.wpe.weight[:block_size])
+        if self.rotary is not None:
+            self.rotary.cos, self.rotary.sin = self.rotary.cos[:block_size], self.rotary.sin[:block_size]
+
+    def configure_optimizers(self, weight_decay: float, learning_rate: float, betas, device_type: str):
+        """AdamW with weight decay on the trainable parameters of two or more dims (matrices, embeddings) and
+        none on the rest (biases, norms), as nanoGPT and train.py train; fused on CUDA and CPU, where the fused
+        kernel is the fastest and also takes found_inf."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        fused = device_type in ("cuda", "cpu")
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=tuple(betas), fused=fused)
+
+    def estimate_mfu(self, fwdbwd_per_iter: int, dt: float, peak_flops: float | None = None) -> float:
+        """Model FLOPs utilisation of fwdbwd_per_iter sequences of block_size tokens trained in dt seconds, by
+        flops_per_token (the 6N + 12 L H Q T of nanoGPT's count, N the weights of every matrix multiply, the
+        query MLP's included). peak_flops: None
+        takes hardware.peak_flops for the parameters' device in bfloat16 (a GPU's data sheet, a CPU's matmul
+        peak measured once); NaN when no peak is known (nanoGPT assumes an A100's 312 TFLOP/s)."""
+        import hardware
+
+        T = self.config.block_size
+        if peak_flops is None:
+            peak_flops, _ = hardware.peak_flops(str(self.lm_head.weight.device), torch.bfloat16, cached=True)
+        achieved = self.flops_per_token(T) * T * fwdbwd_per_iter / dt
+        return achieved / peak_flops if peak_flops else float("nan")
+
     def keep_adapters_float32(self) -> "GPT":
         """LoRA's weights back to float32 after the model was cast to bfloat16: PEFT keeps adapters in float32
         (autocast_adapter_dtype), so their updates and AdamW state do not round away. The pre-projection and
@@ -477,10 +533,13 @@ class GPT(nn.Module):
         (pre-projection, content skip, LoRA): the parameters a frozen probe trains."""
         return any(part in ("preproj", "skip", "lora_attn", "lora_proj") for part in name.split("."))
 
-    def forward(self, idx, targets=None, cache: KVCache | None = None, last_only: bool = False):
+    def forward(
+        self, idx, targets=None, cache: KVCache | None = None, last_only: bool = False, return_logits: bool = False
+    ):
         """(logits, loss). Without targets: logits (B, T, vocab), or (B, 1, vocab) with last_only, and None.
-        With targets: None and the mean cross-entropy (ignore_index -1), computed by head_loss without the
-        whole logits ever existing. With a cache, idx continues the cached sequence at position cache.pos."""
+        With targets: the mean cross-entropy (ignore_index -1), computed by head_loss without the whole logits
+        ever existing, and logits None, unless return_logits asks for them too (one more head product).
+        With a cache, idx continues the cached sequence at position cache.pos."""
         B, T = idx.shape
         pos = cache.pos if cache is not None else 0
         limit = cache.capacity if cache is not None else self.config.block_size
@@ -499,7 +558,7 @@ class GPT(nn.Module):
         if cache is not None:
             cache.pos += T
         if targets is not None:
-            return None, self.head_loss(x, targets)
+            return (self.lm_head(x) if return_logits else None), self.head_loss(x, targets)
         if last_only:
             x = x[:, -1:, :]
         return self.lm_head(x), None

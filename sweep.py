@@ -5,6 +5,8 @@
     python sweep.py config/mini_*.py --seeds=1,2,3 --out_root=out-mini     # the CPU miniature
     python sweep.py config/owt_*.py --gpus=0,1,2,3                         # one single-GPU run per GPU
     python sweep.py config/owt_*.py --dry_run                              # list what would run
+    python sweep.py config/owt_*.py --executor=slurm --slurm_partition=gpu \
+        --launcher="torchrun --standalone --nproc_per_node=8"            # SLURM job arrays (submitit)
     python sweep.py config/mini_*.py --grid=learning_rate=1e-3,4e-3 --tune_seeds=1 --seeds=2,3,4   # fair
 
 With --grid (tuning.py): stage 1 runs every arm x grid point on --tune_seeds (OUT_ROOT/tune-ARM-KEY=V-sS,
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import checkpoint
+import cluster
 import compare
 import tuning
 from configurator import parse
@@ -276,6 +279,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out_root", default="out-sweep", help="each run's out_dir is OUT_ROOT/ARM-sSEED")
     p.add_argument("--launcher", default=f"{shlex.quote(sys.executable)}", help="e.g. 'torchrun --nproc_per_node=8'")
     p.add_argument("--gpus", help="a comma list: one run per GPU at a time, through CUDA_VISIBLE_DEVICES")
+    p.add_argument(
+        "--executor", default="local", choices=("local", *cluster.EXECUTORS),
+        help="local: runs started here (--gpus); slurm: SLURM job arrays through submitit; submitit_local: "
+        "submitit's local executor (the cluster path on this machine)",
+    )  # fmt: skip
+    p.add_argument("--slurm_partition", help="with --executor=slurm: the partition")
+    p.add_argument("--slurm_gpus", type=int, default=8, help="with --executor=slurm: GPUs per job (one node)")
+    p.add_argument("--slurm_time", type=int, default=4320, help="a job's time limit in minutes (default 3 days)")
+    p.add_argument("--slurm_parallelism", type=int, help="with --executor=slurm: at most this many jobs at once")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="a grid axis (repeatable)")
     p.add_argument("--tune_seeds", help="with --grid: the seeds of stage 1, disjoint from --seeds")
     p.add_argument("--tune_iters", type=int, help="with --grid: stage 1's length (its schedule scaled alike)")
@@ -294,6 +306,7 @@ def run(argv):
         raise UserError(f"{unknown[0]}: sweep passes only --key=value options on to train.py")
     if not args.progress_every > 0:
         raise UserError(f"--progress_every={args.progress_every}: give a number of seconds > 0")
+    check_executor(args)
     seeds = seed_list("--seeds", args.seeds)
     if args.grid or args.tune_seeds or args.tune_iters or args.json:
         return two_stage(args, extra, seeds)
@@ -306,6 +319,24 @@ def run(argv):
         raise UserError(
             f"{len(runs) - len(finished)} of {len(runs)} runs did not finish ({len(failures)} failed, above): fix "
             "them, then run the same command again"
+        )
+
+
+def check_executor(args) -> None:
+    """The executor's options agree with it, before anything is planned."""
+    slurm = [o for o in ("slurm_partition", "slurm_parallelism") if getattr(args, o) is not None]
+    if args.executor != "slurm" and slurm:
+        raise UserError(f"--{slurm[0]} is an option of --executor=slurm, not --executor={args.executor}")
+    if args.executor != "local" and args.gpus:
+        raise UserError(f"--gpus places runs started here: with --executor={args.executor} the scheduler places jobs")
+    for option in ("slurm_gpus", "slurm_time", "slurm_parallelism"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise UserError(f"--{option}={value}: give a number >= 1")
+    if args.executor == "slurm" and args.slurm_gpus > 1 and args.launcher == parser().get_default("launcher"):
+        raise UserError(
+            f"--slurm_gpus={args.slurm_gpus} with the default launcher trains on one GPU of each job: pass "
+            f"--launcher='torchrun --standalone --nproc_per_node={args.slurm_gpus}', or --slurm_gpus=1"
         )
 
 
@@ -413,9 +444,12 @@ def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict
     if args.dry_run:
         return [], {}
     check_out_root(Path(args.out_root))
-    gpus = args.gpus.split(",") if args.gpus else [None]
     todo = [(r, state) for r, state in zip(runs, states) if state != "finished"]
-    failures = run_all(todo, args.launcher, extra, gpus, args.progress_every)
+    if args.executor == "local":
+        gpus = args.gpus.split(",") if args.gpus else [None]
+        failures = run_all(todo, args.launcher, extra, gpus, args.progress_every)
+    else:
+        failures = submit_all(todo, args, extra)
     finished = [r for r in runs if r.status() == "finished"]
     failed = {n: e for n, (code, e) in failures.items() if code != tolerate}
     print(f"\n{len(finished)} of {len(runs)} runs finished, {len(failed)} failed this time")
@@ -423,6 +457,18 @@ def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict
         said = "diverged: counted as the worst loss of its point" if code == tolerate else "failed"
         print(f"  {name} {said}: {error}")
     return finished, failures
+
+
+def submit_all(todo, args, extra) -> dict:
+    """Every (run, its state) of todo as a submitit job (cluster.py), waited for: the failures, as run_all's."""
+    folder = Path(args.out_root) / "submitit"
+    ex = cluster.make_executor(
+        args.executor, folder, args.slurm_partition, args.slurm_gpus, args.slurm_time, args.slurm_parallelism
+    )
+    for r, _ in todo:
+        r.out_dir.mkdir(parents=True, exist_ok=True)
+    commands = {r.out_dir: command(r, args.launcher, extra) for r, _ in todo}
+    return cluster.run_jobs(todo, commands, ex, folder, args.progress_every, progress, last_error)
 
 
 def describe(r: Run) -> str:

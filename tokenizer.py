@@ -49,9 +49,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tok
 
 
 @functools.cache
-def hf_tokenizer(name: str):
+def hf_tokenizer(name: str, **options):
     """A transformers tokenizer by hub name or directory; a directory without tokenizer files is refused
-    (transformers would otherwise build an almost empty one and tokenize everything to a few ids)."""
+    (transformers would otherwise build an almost empty one and tokenize everything to a few ids). options
+    go to from_pretrained (padding_side, ...)."""
     import hub
     from errors import UserError
 
@@ -66,7 +67,7 @@ def hf_tokenizer(name: str):
             "never runs a directory's code; use a tokenizer of a standard class"
         )
     try:
-        return AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=False, **options)
     except (OSError, ValueError) as e:
         raise UserError(f"cannot load the tokenizer {name!r}: {str(e).splitlines()[0]}") from None
 

@@ -240,14 +240,7 @@ def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: i
 
 
 def make_optimizer(model: GPT, cfg: TrainConfig, device_type: str):
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    # The fused kernel exists for CUDA and CPU and is the fastest on both; it also takes found_inf.
-    fused = device_type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), fused=fused)
+    return model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
 
 
 class DivergenceGuard:

@@ -29,6 +29,7 @@ class NLQConfig(PretrainedConfig):
         preproj_hidden=0,
         content_skip=False,
         tie_word_embeddings=True,
+        use_cache=True,
         **kwargs,
     ):
         self.vocab_size, self.block_size, self.n_layer, self.n_head, self.n_embd = (
@@ -43,7 +44,9 @@ class NLQConfig(PretrainedConfig):
         self.parallel_residual, self.norm_eps, self.preproj_hidden, self.content_skip = (
             parallel_residual, norm_eps, preproj_hidden, content_skip,
         )  # fmt: skip
+        self.use_cache = use_cache  # keys and values kept between generation steps
         # The names tools look for (lm-eval's context length, generation's vocabulary, ...).
         self.max_position_embeddings, self.hidden_size = block_size, n_embd
         self.num_attention_heads, self.num_hidden_layers = n_head, n_layer
+        self.num_key_value_heads, self.head_dim = n_kv_head, n_embd // n_head
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

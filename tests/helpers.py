@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import train
+from model import GPT, QUERY_MODES, GPTConfig, LoRA
 from tokenizer import codec
 
 
@@ -139,3 +140,56 @@ class Successor(torch.nn.Module):
 
 def encode_chars(text):
     return codec(Successor.meta)[0](text)
+
+
+EXPORT_TINY = dict(n_layer=2, n_head=4, n_embd=32, block_size=64, vocab_size=50304)  # GPT-2's padded vocabulary
+EXPORT_SHAPES = {  # every query mode (a new one too: the export's own code must learn it), every option once
+    **{mode: dict(query_mode=mode) for mode in QUERY_MODES},
+    "rotary_gqa_parallel_untied_bias": dict(
+        query_mode="residual_gelu",
+        pos_embedding="rotary",
+        rotary_pct=0.5,
+        n_kv_head=2,
+        parallel_residual=True,
+        tie_embeddings=False,
+        bias=True,
+        activation="gelu_tanh",
+    ),  # fmt: skip
+    "probe_lora": dict(query_mode="linear", preproj=True, content_skip=True, lora_rank=3),
+    "nlq_probe_lora_rotary": dict(
+        query_mode="residual_gelu", preproj=True, content_skip=True, lora_rank=2, pos_embedding="rotary"
+    ),
+}
+
+
+def export_model(trained=True, **kw) -> GPT:
+    """A model of EXPORT_TINY's size with kw, in eval mode, its weights at the scale of a trained model
+    (at_trained_scale) unless trained=False (the initialisation's, with nonzero biases, skip and LoRA B)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**EXPORT_TINY, **kw)).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, LoRA):  # a trained adapter: B no longer zero, so merging it matters
+                m.B.normal_(std=0.05)
+        for name, p in model.named_parameters():
+            if name.endswith(".bias") or ".skip." in name:
+                p.normal_(std=0.05)  # nonzero biases and skip: wrong names would show
+    return at_trained_scale(model) if trained else model
+
+
+def at_trained_scale(model: GPT) -> GPT:
+    """Weights of order one, as training leaves them, so that every branch reaches the output: matrices
+    N(0, 1/fan_in) (unit-size activations), embeddings N(0, 1), norm gains 1 + N(0, 0.2), biases N(0, 0.2).
+    At the initialisation's 0.02 a wrong branch (a tanh GELU in the query MLP) moves the logits by less
+    than float32 tolerances."""
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                std = 1.0 if name.startswith(("transformer.wte", "transformer.wpe")) else p.size(1) ** -0.5
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+            elif name.endswith(".bias"):
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+            else:
+                p.copy_(1 + torch.randn(p.shape, generator=gen) * 0.2)
+    return model

@@ -120,3 +120,36 @@ def test_at_names_the_bound_it_breaks():
     assert at.problem(0.5) is None and at.problem(1) == "must be < 1" and at.problem(-1) == "must be >= 0"
     assert at.problem(math.nan) == "must be a finite number"
     assert all(at.problem(v) for v in at.outside())
+
+
+WRONG_TYPE = {  # base type: values of another type that a careless cast would let through
+    int: [True, 2.5, "3"],
+    float: [True, "3e-4"],
+    str: [3, 2.5, True],
+    tuple: ["a,b", 3],
+    bool: [1, 0.0, "yes"],
+}
+ON_THE_COMMAND_LINE = {int: ["True", "2.5", "3e2"], float: ["True", "abc", "1e-3x"], bool: ["2", "yes please"]}
+
+
+def wrong_types(cls):
+    return [(f.name, v) for f in dataclasses.fields(cls) for v in WRONG_TYPE[domains.base_type(cls, f.name)]]
+
+
+@pytest.mark.parametrize("cls", list(ENTRY_POINTS), ids=lambda c: c.__name__)
+def test_a_value_of_the_wrong_type_is_refused_by_the_dataclass(cls):
+    """A bool for an int, a string for a float, a float for an int, ...: refused, never cast."""
+    for name, value in wrong_types(cls):
+        with pytest.raises(ValueError, match=f"^{name}={re.escape(repr(value))} is invalid"):
+            cls(**{name: value})
+
+
+@pytest.mark.parametrize("cls", list(ENTRY_POINTS), ids=lambda c: c.__name__)
+def test_a_value_of_the_wrong_type_is_one_line_on_the_command_line(cls, tmp_path, monkeypatch):
+    """--n_layer=True, --n_layer=2.5, --learning_rate=abc, --compile=yes please: one line naming the key."""
+    monkeypatch.chdir(tmp_path)
+    for f in dataclasses.fields(cls):
+        for text in ON_THE_COMMAND_LINE.get(domains.base_type(cls, f.name), []):
+            message = error_of([f"--{f.name}={text}"], main=ENTRY_POINTS[cls])
+            assert f"{f.name}=" in message, (f.name, text, message)
+    assert list(tmp_path.iterdir()) == []

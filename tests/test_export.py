@@ -7,49 +7,17 @@ import os
 import numpy as np
 import pytest
 import torch
-from helpers import error_of, tiny_args
+from helpers import EXPORT_SHAPES, error_of, export_model, tiny_args
 
 import export
 import hf_export
 import importers
 import train
 from dataset import write_dataset
-from model import GPT, QUERY_MODES, GPTConfig, LoRA
+from model import GPT, GPTConfig
 from tokenizer import gpt2_encoding
 
 transformers = pytest.importorskip("transformers")
-
-TINY = dict(n_layer=2, n_head=4, n_embd=32, block_size=64, vocab_size=50304)
-SHAPES = {  # every query mode (a new one too: the export's own code must learn it), every option at least once
-    **{mode: dict(query_mode=mode) for mode in QUERY_MODES},
-    "rotary_gqa_parallel_untied_bias": dict(
-        query_mode="residual_gelu",
-        pos_embedding="rotary",
-        rotary_pct=0.5,
-        n_kv_head=2,
-        parallel_residual=True,
-        tie_embeddings=False,
-        bias=True,
-        activation="gelu_tanh",
-    ),  # fmt: skip
-    "probe_lora": dict(query_mode="linear", preproj=True, content_skip=True, lora_rank=3),
-    "nlq_probe_lora_rotary": dict(
-        query_mode="residual_gelu", preproj=True, content_skip=True, lora_rank=2, pos_embedding="rotary"
-    ),
-}
-
-
-def model_of(**kw):
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(**TINY, **kw)).eval()
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, LoRA):  # a trained adapter: B no longer zero, so merging it matters
-                m.B.normal_(std=0.05)
-        for name, p in model.named_parameters():
-            if name.endswith(".bias") or ".skip." in name:
-                p.normal_(std=0.05)  # nonzero biases and skip: wrong names would show
-    return model
 
 
 def greedy(model_fn, x, n):
@@ -58,22 +26,54 @@ def greedy(model_fn, x, n):
     return x
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+def outputs_of(model, x, names):
+    """{name: output} of the named submodules (a block's output, without the export's attention weights)."""
+    seen, hooks = {}, []
+    for name in names:
+        module = model.get_submodule(name)
+        hooks.append(
+            module.register_forward_hook(
+                lambda m, i, o, n=name: seen.__setitem__(n, o[0] if isinstance(o, tuple) else o)
+            )
+        )
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+def assert_close_relative(actual, expected, rtol=1e-5):
+    """Equal within rtol of expected's largest magnitude: tensors of order one or ten, as trained ones are."""
+    torch.testing.assert_close(actual, expected, rtol=0, atol=rtol * float(expected.abs().max()))
+
+
+@pytest.mark.parametrize("shape", sorted(EXPORT_SHAPES))
 def test_an_hf_export_gives_this_models_logits_tokens_and_round_trip(tmp_path, shape):
-    model = model_of(**SHAPES[shape])
+    """At trained scale (weights of order one: every branch moves the output), the export's query MLP,
+    every block's output, the logits and the labels= loss equal the project's, relative to their size."""
+    model = export_model(**EXPORT_SHAPES[shape])
     hf_export.export(model, {"tokenizer": "gpt2"}, tmp_path / "hf")
     loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
     x = torch.randint(0, 50257, (2, 48), generator=torch.Generator().manual_seed(1))
+    names = [f"transformer.h.{i}" for i in range(model.config.n_layer)]
+    names += [f"{n}.attn.query" for n in names if model.config.query_mode == "residual_gelu"]
+    ours, theirs = outputs_of(model, x, names), outputs_of(loaded, x, names)
+    for name in names:
+        assert_close_relative(theirs[name], ours[name])
     with torch.no_grad():
-        torch.testing.assert_close(loaded(x).logits, model(x)[0], atol=1e-5, rtol=0)
+        logits = model(x)[0]
+        assert logits.std() > 0.5  # trained scale: logits far from the initialisation's near-uniform ones
+        assert_close_relative(loaded(x).logits, logits)
+        assert_close_relative(loaded(x, labels=x).loss, model(x[:, :-1], x[:, 1:])[1])
         prompt = x[:1, :6]
-        ours = model.generate(prompt, 10, temperature=0)
-        theirs = loaded.generate(prompt, max_new_tokens=10, do_sample=False, attention_mask=torch.ones_like(prompt))
-        assert torch.equal(theirs, ours)
+        mine = model.generate(prompt, 10, temperature=0)
+        generated = loaded.generate(prompt, max_new_tokens=10, do_sample=False, attention_mask=torch.ones_like(prompt))
+        assert torch.equal(generated, mine)
         again = importers.from_pretrained(str(tmp_path / "hf")).eval()  # no code of the export is run
-        torch.testing.assert_close(again(x)[0], loaded(x).logits, atol=1e-5, rtol=0)
+        assert_close_relative(again(x)[0], logits)
     assert not any(".lora_" in k for k in again.state_dict())  # merged on the way out
-    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=False)
     text = "Queries need not be linear, said the paper."
     assert tok(text)["input_ids"] == gpt2_encoding().encode_ordinary(text)
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"]
@@ -81,13 +81,13 @@ def test_an_hf_export_gives_this_models_logits_tokens_and_round_trip(tmp_path, s
 
 @pytest.mark.parametrize("kw", [dict(), dict(tie_embeddings=False, lora_rank=2, activation="gelu_tanh")])
 def test_a_linear_model_exports_as_a_plain_gpt2(tmp_path, kw):
-    model = model_of(**kw)
+    model = export_model(**kw)
     hf_export.export(model, {"tokenizer": "gpt2"}, tmp_path / "gpt2", fmt="gpt2")
     loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "gpt2").eval()
     assert not list((tmp_path / "gpt2").glob("*.py"))  # no remote code
     x = torch.randint(0, 50257, (2, 40), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        torch.testing.assert_close(loaded(x).logits, model(x)[0], atol=1e-5, rtol=0)
+        assert_close_relative(loaded(x).logits, model(x)[0])
         assert torch.equal(greedy(lambda t: loaded(t).logits, x[:1, :5], 8), model.generate(x[:1, :5], 8, 0))
 
 
@@ -102,7 +102,7 @@ def test_a_linear_model_exports_as_a_plain_gpt2(tmp_path, kw):
 )
 def test_what_gpt2_cannot_express_is_refused_in_one_line(tmp_path, kw, named):
     with pytest.raises(hf_export.ExportError, match=f"GPT-2 cannot express {named}: export with --format=hf"):
-        hf_export.export(model_of(**kw), {"tokenizer": "gpt2"}, tmp_path / "x", fmt="gpt2")
+        hf_export.export(export_model(**kw), {"tokenizer": "gpt2"}, tmp_path / "x", fmt="gpt2")
     assert os.listdir(tmp_path) == []  # nothing written, not even a temporary directory
 
 

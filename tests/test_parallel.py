@@ -76,6 +76,8 @@ def test_fsdp_ddp_and_one_process_train_on_the_same_batches_to_the_same_losses(c
         assert_same_losses(tmp_path / run, tmp_path / "one", 1e-5)
         for s in range(5):  # the global last micro-batch is the last rank's last: the same rows
             assert got[s]["last_micro_loss"] == pytest.approx(one[s]["last_micro_loss"], abs=1e-5)
+            # the gradient itself, before clipping: AdamW would hide a gradient divided by the world size
+            assert got[s]["grad_norm"] == pytest.approx(one[s]["grad_norm"], rel=1e-4)
         val = records(tmp_path / run, "val_loss")[4]["val_loss"]
         assert val == pytest.approx(records(tmp_path / "one", "val_loss")[4]["val_loss"], abs=1e-5)
     assert (tmp_path / "fsdp" / checkpoint.SHARDED / checkpoint.LATEST).exists()

@@ -375,3 +375,19 @@ def test_the_head_benchmark_measures_both_variants_and_the_chunks_hold_less(tmp_
     whole, chunked = report["peak_bytes"]["whole logits"], report["peak_bytes"]["GPT.head_loss"]
     assert whole >= 5000 * 4096 * 4 > chunked  # the whole float32 logits alone, against chunks of 2048
     assert "GPT.head_loss: peak" in capsys.readouterr().out
+
+
+def test_compare_pairs_by_seed_whatever_the_order_or_names_of_the_runs(tmp_path):
+    """Directories named s1, s10, s2 (a glob's order is not the seeds'), listed in any order: the table pairs
+    seed with seed. Paired by position instead, the differences would be 0.01, 0.09, 0.05 for 0.05 each."""
+    base = {1: 3.00, 2: 3.10, 10: 3.05}
+    nlq = {1: 2.95, 2: 3.05, 10: 3.00}  # 0.05 below the baseline at every seed: a zero-width paired interval
+    paths = [fake_run(tmp_path, f"base-s{s}", "baseline", s, {0: 4.0, 10: v}, ["a"]) for s, v in base.items()]
+    paths += [
+        fake_run(tmp_path, f"nlq-s{s}", "nlq", s, {0: 4.0, 10: v}, ["a"], "residual_gelu") for s, v in nlq.items()
+    ]
+    orders = [paths, paths[::-1], sorted(paths, key=lambda p: p.name), [paths[i] for i in (5, 0, 3, 1, 4, 2)]]
+    tables = ["\n".join(compare.table([compare.Run.from_dir(p) for p in order], "baseline", None)) for order in orders]
+    assert all(t == tables[0] for t in tables)
+    gain = 0.05 / statistics.mean(base.values())
+    assert f"| +{gain:.2%} | [+{gain:.2%}, +{gain:.2%}] |" in tables[0]  # three equal differences: no spread

@@ -1,3 +1,4 @@
+import dataclasses
 import hashlib
 import json
 import math
@@ -71,6 +72,34 @@ def test_every_query_mode_sees_the_same_batches(data_dir, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["linear", "residual_gelu"])
+def test_an_accumulated_step_takes_the_gradient_of_the_whole_batch(mode):
+    """One SGD step of lr 1 through train.py's optimizer step, its 8 rows as 1, 2 or 4 micro-batches: the same
+    weight change, -(the mean loss's gradient over all 8 rows) computed here in one pass. AdamW would hide a
+    gradient scaled by the number of micro-batches; SGD moves by the gradient itself."""
+    import parallel
+    from model import GPT
+
+    torch.manual_seed(0)
+    rows = torch.randint(0, 65, (8, 17))
+    reference = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=65, query_mode=mode))
+    start = {n: p.detach().clone() for n, p in reference.named_parameters()}
+    reference(rows[:, :-1], rows[:, 1:])[1].backward()
+    expected = {n: -p.grad for n, p in reference.named_parameters()}
+    for accum in (1, 2, 4):
+        model = GPT(reference.config)
+        model.load_state_dict(start, strict=False)
+        cfg = train.TrainConfig(batch_size=8 // accum, gradient_accumulation_steps=accum, grad_clip=0.0, compile=False)
+        step = train.OptimizerStep(cfg, parallel.Dist(False, 0, 1, "cpu"), model, model, torch.float32)
+        step.optimizer = step.guard.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        step.guard.on_device = False
+        step.cfg = dataclasses.replace(cfg, learning_rate=1.0, warmup_iters=0, min_lr=1.0)
+        micro = rows.view(accum, 8 // accum, 17)
+        step(0, train.DeviceBatches(lambda m, micro=micro: (micro[m, :, :-1], micro[m, :, 1:]), "cpu"))
+        for n, p in model.named_parameters():
+            torch.testing.assert_close(p.detach() - start[n], expected[n], rtol=1e-4, atol=1e-6, msg=f"{accum}: {n}")
+
+
 def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
     torchrun(ROOT / "train.py", tiny_args(data_dir, tmp_path / "ddp", max_iters=4), 240)
     train.main(tiny_args(data_dir, tmp_path / "one", max_iters=4))
@@ -78,6 +107,7 @@ def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
     assert [r["fingerprint"] for r in ddp.values()] == [r["fingerprint"] for r in one.values()]
     for s in one:
         assert ddp[s]["loss"] == pytest.approx(one[s]["loss"], abs=1e-5)
+        assert ddp[s]["grad_norm"] == pytest.approx(one[s]["grad_norm"], rel=1e-4)  # not divided by the ranks
     assert records(tmp_path / "ddp", "val_loss")[4]["val_loss"] == pytest.approx(
         records(tmp_path / "one", "val_loss")[4]["val_loss"], abs=1e-5
     )

@@ -183,6 +183,7 @@ def test_a_two_stage_sweep_end_to_end_chooses_reports_fresh_seeds_and_continues(
         assert result["arms"][arm]["n"] == 2
     assert result["seeds"] == [2, 3] and result["tune_seeds"] == [1]
     assert (root / "lr.png").stat().st_size > 0 and "| nlq |" in (root / "table.md").read_text()
+    assert result["batches"].startswith("all 8 runs trained on identical batches")  # both stages, every arm
     # A crash before one stage-2 run ended: the same command runs that run alone, and the result is the same.
     subprocess.run(["rm", "-rf", str(root / f"nlq-learning_rate={best['nlq']}-s3")], check=True)
     capsys.readouterr()
@@ -199,3 +200,72 @@ def test_a_two_stage_sweep_end_to_end_chooses_reports_fresh_seeds_and_continues(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "again.json").read_text()) == again
+
+
+def test_the_submitit_path_runs_both_stages_as_jobs_and_a_rerun_submits_nothing(char_data, tmp_path, capsys):
+    """--executor=submitit_local: the path a SLURM sweep takes (job arrays through submitit), on this machine.
+    Each stage is submitted as jobs, the choice is the argmin read here from the runs' logs, and the same
+    command again submits nothing."""
+    pytest.importorskip("submitit")
+    base, nlq = arms(tmp_path, char_data)
+    root = tmp_path / "R"
+    command = [base, nlq, "--grid=learning_rate=1e-3,1e-2", "--tune_seeds=1", "--seeds=2", f"--out_root={root}"]
+    command += ["--executor=submitit_local", f"--json={root / 'result.json'}", "--png=", "--progress_every=1"]
+    sweep.main(command)
+    out = capsys.readouterr().out
+    assert out.count("submitted job") == 6  # 2 arms x 2 points x 1 tune seed, then 2 arms x 1 fresh seed
+    result = json.loads((root / "result.json").read_text())
+    for arm in ("base", "nlq"):
+        losses = {lr: final(root / f"tune-{arm}-learning_rate={lr}-s1") for lr in ("1e-3", "1e-2")}
+        best = min(losses, key=losses.get)
+        assert result["arms"][arm]["chosen"] == {"learning_rate": float(best)}
+        assert (root / f"{arm}-learning_rate={best}-s2" / "ckpt.pt").is_file()
+        assert "step 8: val loss" in (root / f"{arm}-learning_rate={best}-s2" / "train.log").read_text()
+    assert set(json.loads((root / "submitit" / "jobs.json").read_text())) == {
+        p.name for p in root.iterdir() if (p / "metrics.jsonl").exists()
+    }
+    sweep.main(command)
+    assert "submitted job" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "options,words",
+    [
+        (["--executor=slurm", "--slurm_gpus=8"], "trains on one GPU of each job"),
+        (["--executor=submitit_local", "--slurm_partition=gpu"], "is an option of --executor=slurm"),
+        (["--executor=slurm", "--gpus=0,1"], "the scheduler places jobs"),
+        (["--executor=slurm", "--slurm_gpus=1", "--slurm_time=0"], "--slurm_time=0: give a number >= 1"),
+    ],
+)
+def test_executor_options_that_disagree_are_one_line(char_data, tmp_path, options, words):
+    base, nlq = arms(tmp_path, char_data)
+    root = tmp_path / "R"
+    assert words in error_of([base, nlq, f"--out_root={root}", *options], main=sweep.main)
+    assert not root.exists()
+
+
+def test_the_report_does_not_depend_on_the_order_of_the_runs():
+    """Runs listed in any order (as a shell glob, wandb or a hand give them) give the same choice, pairs and
+    numbers: stage 2's seeds are paired by seed, not by position."""
+    import random
+
+    runs = two_stage_runs()
+    expected = tuning.report(runs, ["learning_rate"], "base")
+    for seed in range(5):
+        shuffled = runs[:]
+        random.Random(seed).shuffle(shuffled)
+        assert tuning.report(shuffled, ["learning_rate"], "base") == expected
+
+
+def test_the_two_stage_report_warns_when_runs_saw_different_batches(tmp_path, capsys):
+    """compare.py --tune checks the batch fingerprints of both stages, as the one-stage table does."""
+    for run in two_stage_runs():
+        d = tmp_path / run.name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(run.config))
+        prints = ["a", "b", "X" if run.name == "nlq-report-0.003-s6" else "c"]
+        steps = [{"step": s, "loss": 3.0, "fingerprint": f} for s, f in enumerate(prints)]
+        evals = [run.evals[s] for s in sorted(run.evals)]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps + evals))
+    compare.main([*map(str, tmp_path.iterdir()), "--tune=learning_rate", "--baseline=base", "--png="])
+    assert "WARNING: the runs trained on different batches (first at step 2" in capsys.readouterr().out

@@ -343,3 +343,44 @@ def test_an_hf_config_of_the_wrong_type_or_size_is_one_line(tmp_path, changes, m
     d = hf_gpt2(tmp_path / "hf")
     edit_json(d / "config.json", **changes)
     assert message in error_of([f"--init_from={d}", "--start=a"], sample.main)
+
+
+@pytest.mark.parametrize(
+    "pointer",
+    ["step_000008/../../elsewhere", "step_000008/../../../tmp", "step_000008\n", "step_000008/", "/abs/step_000008"],
+)
+def test_a_pointer_that_starts_like_a_step_but_escapes_is_refused(sharded_run, tmp_path, pointer):
+    """A value that passes a prefix match (step_N...) names the step itself or nothing."""
+    shutil.copytree(sharded_run / checkpoint.SHARDED / "step_000008", tmp_path / "elsewhere")
+    (sharded_run / checkpoint.SHARDED / checkpoint.LATEST).write_text(json.dumps({"dir": pointer}))
+    with pytest.raises(checkpoint.CheckpointError, match="latest.json is damaged"):
+        checkpoint.sharded_latest(sharded_run)
+
+
+def calling(module: str, name: str, *args) -> bytes:
+    """A pickle that calls module.name(*args) when loaded, written opcode by opcode (protocol 2)."""
+    body = pickle.dumps(args, protocol=2)[2:-1]  # the args tuple, without its header and STOP
+    return b"\x80\x02c" + f"{module}\n{name}\n".encode() + body + b"R."
+
+
+@pytest.mark.parametrize(
+    "global_",
+    [("torch", "save"), ("torch", "load"), ("torch", "from_file"), ("torch.serialization", "save"),
+     ("torch", "ops"), ("torch", "_C"), ("builtins", "getattr"), ("torch.serialization", "_get_restore_location")],
+)  # fmt: skip
+def test_dcp_metadata_naming_a_torch_function_is_refused_and_runs_nothing(tmp_path, global_):
+    """Inside the allowed torch namespace only dtypes and torch.Size are rebuilt: torch.save, torch.load,
+    torch.from_file (which can create a file), torch.ops, and torch.serialization's other names are
+    refused before anything runs."""
+    from safe_load import read_dcp_metadata
+
+    marker = tmp_path / "ran"
+    torch.save({"x": 1}, tmp_path / "real.pt")  # what torch.load would read, were it called
+    crafted = tmp_path / ".metadata"
+    args = {"save": ({"x": 1}, str(marker)), "from_file": (str(marker), True, 8)}.get(
+        global_[1], (str(tmp_path / "real.pt"),)
+    )
+    crafted.write_bytes(calling(*global_, *args))
+    with pytest.raises(UnsafeFile, match=f"refers to {re.escape('.'.join(global_))}"):
+        read_dcp_metadata(crafted)
+    assert not marker.exists()
