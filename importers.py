@@ -50,7 +50,7 @@ def from_pretrained(name_or_path: str, **overrides) -> GPT:
     fields, weights = IMPORTERS[hf_config.model_type]
     try:
         config = GPTConfig(**fields(hf_config), **overrides)
-    except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong type or out of its domain
+    except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of the wrong type, out of its domain
         raise ValueError(f"{name_or_path}'s config does not describe a model here ({first_line(e)})") from None
     if config.query_mode != "linear":
         raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
@@ -166,8 +166,23 @@ def _export_fields(c: dict) -> dict:
     )
 
 
+# transformers' activation names -> ours: the exact GELU, or its tanh approximation (gelu_new, gelu_fast and
+# gelu_pytorch_tanh compute the same formula)
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+
+
+def _activation(name: str) -> str:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation {name!r}: this project's models have {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
 def _gpt2_fields(c) -> dict:
-    """GPTConfig fields from HF GPT-2's config."""
+    """GPTConfig fields from HF GPT-2's config, transformers' defaults filled in for the keys it leaves out;
+    an option this project's model lacks is refused rather than dropped."""
+    if not c.scale_attn_weights or c.scale_attn_by_inverse_layer_idx:
+        raise ValueError("scale_attn_weights=False or scale_attn_by_inverse_layer_idx=True: this project's "
+                         "attention scales by 1/sqrt(head_dim) in every layer")  # fmt: skip
     return dict(
         block_size=c.n_positions,
         vocab_size=c.vocab_size,
@@ -176,8 +191,9 @@ def _gpt2_fields(c) -> dict:
         n_embd=c.n_embd,
         bias=True,
         norm_eps=c.layer_norm_epsilon,
-        tie_embeddings=True,
-        activation="gelu" if c.activation_function == "gelu" else "gelu_tanh",
+        tie_embeddings=c.tie_word_embeddings,
+        activation=_activation(c.activation_function),
+        mlp_ratio=width_ratio(c.n_inner, c.n_embd) if c.n_inner else None,  # None: GPT-2's 4 x n_embd
     )
 
 
@@ -190,7 +206,11 @@ def _gpt2_weights(c, sd) -> dict:
 def _neox_fields(c) -> dict:
     """GPTConfig fields from HF GPT-NeoX's (Pythia's) config: partial rotary, parallel residual, biased
     LayerNorms, an untied head."""
-    rope = getattr(c, "rope_parameters", None) or {}  # transformers >= 5; older releases: rotary_pct etc.
+    rope = c.rope_parameters  # transformers >= 5 fills its defaults: theta 10000, 1/4 of each head rotated
+    if rope.get("rope_type", "default") != "default":
+        raise ValueError(
+            f"rope_type={rope['rope_type']!r}: this project's rotary embedding is the default (unscaled) one"
+        )
     return dict(
         block_size=c.max_position_embeddings,
         vocab_size=c.vocab_size,
@@ -200,10 +220,10 @@ def _neox_fields(c) -> dict:
         bias=True,
         norm_eps=c.layer_norm_eps,
         tie_embeddings=c.tie_word_embeddings,
-        activation="gelu" if c.hidden_act == "gelu" else "gelu_tanh",
+        activation=_activation(c.hidden_act),
         pos_embedding="rotary",
-        rotary_pct=rope.get("partial_rotary_factor", getattr(c, "rotary_pct", 1.0)),
-        rope_base=rope.get("rope_theta", getattr(c, "rotary_emb_base", 10000.0)),
+        rotary_pct=rope["partial_rotary_factor"],
+        rope_base=rope["rope_theta"],
         parallel_residual=c.use_parallel_residual,
         mlp_ratio=c.intermediate_size / c.hidden_size,
     )

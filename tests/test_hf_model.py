@@ -371,6 +371,8 @@ def test_what_the_model_cannot_honour_is_refused(exported):
     for kw, error, words in cases:
         with pytest.raises(error, match=words):
             hf(ids, **kw)
+    with torch.no_grad():
+        assert hf(ids, position_ids=torch.full_like(ids, 63)).logits.isfinite().all()  # the last position: in
     with pytest.raises(ValueError, match="past block_size=64"):
         hf.generate(input_ids=ids, attention_mask=mask, max_new_tokens=60, do_sample=False)
 

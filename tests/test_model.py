@@ -1,5 +1,7 @@
 import copy
+import json
 import math
+import re
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -316,31 +318,37 @@ def test_compile_smoke():
     assert model.transformer.h[0].attn.query.w2.weight.grad is not None
 
 
-@pytest.mark.parametrize("parallel", [True, False])
-def test_hf_gpt_neox_parity(tmp_path, parallel):
+@pytest.mark.parametrize("parallel,rotary_pct", [(True, 0.25), (False, 0.5)])
+def test_hf_gpt_neox_parity(tmp_path, parallel, rotary_pct):
+    """Pythia's layout at a trained scale: 4 or 8 of each head's 16 dims rotated (2 or 4 frequencies: a
+    frequency order or a pairing of the wrong halves shows), weights of order one, relative tolerance."""
     transformers = pytest.importorskip("transformers")
     hf_config = transformers.GPTNeoXConfig(
         vocab_size=96,
-        hidden_size=32,
+        hidden_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         intermediate_size=128,
         max_position_embeddings=48,
-        rotary_pct=0.25,
+        rotary_pct=rotary_pct,
         use_parallel_residual=parallel,
     )
     torch.manual_seed(0)
     hf = transformers.GPTNeoXForCausalLM(hf_config).eval()
-    with torch.no_grad():  # HF zero-inits biases; random ones catch a wrong bias layout
+    with torch.no_grad():  # weights of order one; random biases catch a wrong bias layout
         for name, p in hf.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.1)
+            if p.dim() == 2:
+                p.normal_(0, 1.0 if "embed" in name else p.size(1) ** -0.5)
+            else:
+                p.normal_(1.0 if "norm" in name and name.endswith("weight") else 0.0, 0.2)
     hf.save_pretrained(tmp_path)
     ours = importers.from_pretrained(str(tmp_path)).eval()
-    assert ours.config.rotary_dims == 2 and ours.config.parallel_residual == parallel
+    assert ours.config.rotary_dims == int(16 * rotary_pct) and ours.config.parallel_residual == parallel
     idx = torch.randint(0, 96, (2, 48))
     with torch.no_grad():
-        torch.testing.assert_close(ours(idx)[0], hf(idx).logits, atol=1e-4, rtol=0)
+        expected = hf(idx).logits
+        assert expected.std() > 0.5
+        torch.testing.assert_close(ours(idx)[0], expected, rtol=0, atol=1e-5 * float(expected.abs().max()))
 
 
 def test_preprojection_and_content_skip_wiring():
@@ -505,3 +513,73 @@ def test_the_head_loss_recomputes_nothing():
     with FlopCounterMode(display=False) as counter:
         GPT.head_loss(SimpleNamespace(lm_head=head), h, torch.randint(0, V, (N,)), chunk=256).backward()
     assert counter.get_total_flops() == 3 * 2 * N * d * V
+
+
+def minimal_hf_dir(tmp_path, hf, keys: dict):
+    """hf's weights with a config.json of only model_type and keys: every other key left to the format's
+    defaults, as an older or hand-written config leaves them."""
+    hf.save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": hf.config.model_type, **keys}))
+    return tmp_path
+
+
+def test_a_gpt2_config_with_every_optional_key_absent_takes_gpt2s_own_defaults(tmp_path):
+    """transformers' GPT2Config (models/gpt2/configuration_gpt2.py) defaults: activation_function
+    'gelu_new' (the tanh GELU), n_inner None (4 x n_embd), layer_norm_epsilon 1e-5, tie_word_embeddings
+    True, scale_attn_weights True. The import agrees, and so do the logits of transformers' own model."""
+    transformers = pytest.importorskip("transformers")
+    sizes = dict(n_layer=2, n_head=4, n_embd=32, n_positions=48, vocab_size=101)
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**sizes)).eval()
+    path = minimal_hf_dir(tmp_path, hf, sizes)
+    ours = importers.from_pretrained(str(path)).eval()
+    c = ours.config
+    assert (c.activation, c.mlp_hidden, c.norm_eps, c.tie_embeddings, c.bias) == ("gelu_tanh", 128, 1e-5, True, True)
+    assert c.scale == 1 / math.sqrt(8)
+    idx = torch.randint(0, 101, (2, 48))
+    with torch.no_grad():
+        expected = transformers.AutoModelForCausalLM.from_pretrained(path).eval()(idx).logits
+        torch.testing.assert_close(ours(idx)[0], expected, rtol=0, atol=1e-5 * float(expected.abs().max()))
+
+
+def test_a_neox_config_with_every_optional_key_absent_takes_neoxs_own_defaults(tmp_path):
+    """transformers' GPTNeoXConfig (models/gpt_neox/configuration_gpt_neox.py) defaults: a quarter of each
+    head rotated (rotary_pct / partial_rotary_factor 0.25) at base 10000, hidden_act 'gelu' (exact),
+    use_parallel_residual True, tie_word_embeddings False, layer_norm_eps 1e-5."""
+    transformers = pytest.importorskip("transformers")
+    sizes = dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=128)
+    sizes.update(max_position_embeddings=48, vocab_size=96)
+    torch.manual_seed(0)
+    hf = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**sizes)).eval()
+    path = minimal_hf_dir(tmp_path, hf, sizes)
+    ours = importers.from_pretrained(str(path)).eval()
+    c = ours.config
+    assert (c.rotary_dims, c.rope_base, c.activation, c.parallel_residual) == (4, 10000.0, "gelu", True)
+    assert (c.tie_embeddings, c.norm_eps, c.bias) == (False, 1e-5, True)
+    idx = torch.randint(0, 96, (2, 48))
+    with torch.no_grad():
+        expected = transformers.AutoModelForCausalLM.from_pretrained(path).eval()(idx).logits
+        torch.testing.assert_close(ours(idx)[0], expected, rtol=0, atol=1e-5 * float(expected.abs().max()))
+
+
+@pytest.mark.parametrize(
+    "model_type,change,words",
+    [
+        ("gpt2", dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+        ("gpt2", dict(scale_attn_weights=False), "scale_attn_weights"),
+        ("gpt2", dict(activation_function="relu"), "activation 'relu'"),
+        ("gpt_neox", dict(hidden_act="silu"), "activation 'silu'"),
+        ("gpt_neox", dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_type='linear'"),
+    ],
+)
+def test_an_option_the_model_lacks_is_refused_not_dropped(tmp_path, model_type, change, words):
+    transformers = pytest.importorskip("transformers")
+    if model_type == "gpt2":
+        config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=16, vocab_size=50, **change)
+        hf = transformers.GPT2LMHeadModel(config)
+    else:
+        sizes = dict(hidden_size=16, num_attention_heads=2, num_hidden_layers=1, intermediate_size=32, vocab_size=50)
+        hf = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**sizes, **change))
+    hf.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=f"does not describe a model here.*{re.escape(words)}"):
+        importers.from_pretrained(str(tmp_path))

@@ -558,7 +558,7 @@ def test_a_prefix_of_its_index_file_serves_the_steps_it_covers_and_every_offset_
     assert np.array_equal(batches.offsets(5), rows[5])
     with pytest.raises(UserError, match="holds the first 6 rows of the official indices, the run needs 7"):
         train.open_data(TrainConfig(**cfg, max_iters=7), 8)
-    for bad in (-3, n_train - 1024):  # one below 0, one past the last window's start
+    for bad in (-1, n_train - 1024):  # one below 0, one past the last window's start
         damaged = rows.copy()
         damaged[4, 100] = bad
         np.save(data / "train_indices.npy", damaged)
@@ -581,3 +581,35 @@ def test_the_replayed_run_resumes_bit_for_bit_and_its_fingerprints_are_its_rows(
     for s in range(6):  # the fingerprint is the hash of the step's windows: its row's
         windows = np.ascontiguousarray(tokens[rows[s][:, None] + np.arange(9)])
         assert split[s]["fingerprint"] == hashlib.blake2b(windows.tobytes(), digest_size=8).hexdigest()
+
+
+def test_model_args_with_every_optional_key_absent_take_the_official_codes_defaults():
+    """Its model.py's GPTConfig (github.com/MarkoKarbevski/beyond_query_linearity, commit 1bf4bd1): block_size
+    1024, vocab_size 50304, tie_weights True, dropout 0, bias False, query_mode 'original', mlp_hidden_size
+    4 * 768 (a constant, whatever n_embd), and scale sqrt(1 / head_size) evaluated when the class is defined,
+    with head_size's default 64: 1/8 at any head size. Its norms' eps is 1e-5 and its GELU exact."""
+    fields = official.model_fields({"n_layer": 1, "num_heads": 2, "n_embd": 32}, "test")
+    config = GPTConfig(**fields)
+    assert (config.block_size, config.vocab_size, config.tie_embeddings, config.dropout, config.bias) == (
+        1024, 50304, True, 0.0, False,
+    )  # fmt: skip
+    assert (config.query_mode, config.mlp_hidden, config.scale) == ("linear", 3072, 0.125)
+    assert (config.norm_eps, config.activation) == (1e-5, "gelu")
+
+
+def test_the_official_evaluation_tables_hold_600_evaluations_and_1024_token_windows():
+    """Its eval_*_indices are 600 rows of 2400 offsets: evaluations at steps 0, k, ..., max_iters need
+    max_iters // k + 1 rows, so max_iters = 599 k fits and 600 k does not; a window is 1024 + 1 tokens, so
+    block_size 1024 fits and 1025 does not; n_eval must be its 2400 rows exactly."""
+    n = 5000  # tokens per split: more than one window
+    cfg = dict(eval_order="official", eval_interval=10, eval_iters=200, batch_size=12)
+    train.evaluation_windows(TrainConfig(**cfg, max_iters=5990), 1024, n, n, "")
+    with pytest.raises(ValueError, match="holds 600 evaluations, fewer than max_iters / eval_interval"):
+        train.evaluation_windows(TrainConfig(**cfg, max_iters=6000), 1024, n, n, "")
+    with pytest.raises(ValueError, match=r"block_size <= 1024 \(it is 1025\)"):
+        train.evaluation_windows(TrainConfig(**cfg, max_iters=10), 1025, n, n, "")
+    with pytest.raises(ValueError, match="more than 1024 tokens per split"):
+        train.evaluation_windows(TrainConfig(**cfg, max_iters=10), 8, 1024, 1024, "")
+    train.evaluation_windows(TrainConfig(**cfg, max_iters=10), 8, 1025, 1025, "")
+    with pytest.raises(ValueError, match="replays the official 2400 rows, this run has 2412"):
+        train.evaluation_windows(TrainConfig(**{**cfg, "eval_iters": 201}, max_iters=10), 8, n, n, "")

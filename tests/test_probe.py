@@ -410,3 +410,16 @@ def test_the_paper_protocol_scores_choices_in_bf16_and_cuts_the_text_at_512_toke
     widened = [lp for lp, _ in scoring.loglikelihoods(model, requests, 4)]
     assert all(lp == torch.tensor(lp).bfloat16().item() for lp in native)  # rounded to bf16, as its sum is
     assert native != widened
+
+
+def test_the_paper_protocols_512_token_rules_at_their_edge():
+    """LAMBADA: a context and word of 512 tokens in all are scored, 513 skipped. Choices: the text is cut to
+    its first 512 tokens, so a context of 510 keeps two ending tokens, 511 one, 512 none."""
+    model = Successor()
+    passages = [{"text": "a" * 508 + " bcd"}, {"text": "a" * 509 + " bcd"}]  # 508 + 4 (" bcd") = 512; 513
+    assert zeroshot.lambada(model, encode_chars, passages, 2)["skipped"] == 1
+    assert zeroshot.lambada(model, encode_chars, passages[:1], 2) == {"acc": 0.0, "n": 1, "skipped": 0}
+    ending = [7, 8]
+    for n_ctx, kept in ((510, [7, 8]), (511, [7]), (512, []), (513, [])):
+        context, cut = zeroshot.paper_cut(list(range(n_ctx)), ending)
+        assert (len(context), cut) == (min(n_ctx, 512), kept)
