@@ -507,9 +507,9 @@ class GPT(nn.Module):
     def estimate_mfu(self, fwdbwd_per_iter: int, dt: float, peak_flops: float | None = None) -> float:
         """Model FLOPs utilisation of fwdbwd_per_iter sequences of block_size tokens trained in dt seconds, by
         flops_per_token (the 6N + 12 L H Q T of nanoGPT's count, N the weights of every matrix multiply, the
-        query MLP's included). peak_flops: None
-        takes hardware.peak_flops for the parameters' device in bfloat16 (a GPU's data sheet, a CPU's matmul
-        peak measured once); NaN when no peak is known (nanoGPT assumes an A100's 312 TFLOP/s)."""
+        query MLP's included). peak_flops: None takes hardware.peak_flops for the parameters' device in
+        bfloat16 (a GPU's data sheet, a CPU's matmul peak measured once); NaN when no peak is known (nanoGPT
+        assumes an A100's 312 TFLOP/s)."""
         import hardware
 
         T = self.config.block_size

@@ -152,9 +152,13 @@ def arms(tmp_path, data):
         (["--grid=learning_rate=1e-3", "--seeds=1,2"], "--tune_seeds=S go together"),
         (["--grid=learning_rate=1e-3", "--tune_seeds=2", "--seeds=2,3"], "--tune_seeds and --seeds share [2]"),
         (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--tune_iters=8"], "--tune_iters=8: give a number"),
+        (["--executor=slurm", "--slurm_gpus=8"], "trains on one GPU of each job"),
+        (["--executor=submitit_local", "--slurm_partition=gpu"], "is an option of --executor=slurm"),
+        (["--executor=slurm", "--gpus=0,1"], "the scheduler places jobs"),
+        (["--executor=slurm", "--slurm_gpus=1", "--slurm_time=0"], "--slurm_time=0: give a number >= 1"),
     ],
 )
-def test_bad_grids_are_one_line_and_start_nothing(char_data, tmp_path, options, words):
+def test_bad_grids_and_executor_options_are_one_line_and_start_nothing(char_data, tmp_path, options, words):
     base, nlq = arms(tmp_path, char_data)
     root = tmp_path / "R"
     assert words in error_of([base, nlq, f"--out_root={root}", *options], main=sweep.main)
@@ -226,22 +230,6 @@ def test_the_submitit_path_runs_both_stages_as_jobs_and_a_rerun_submits_nothing(
     }
     sweep.main(command)
     assert "submitted job" not in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    "options,words",
-    [
-        (["--executor=slurm", "--slurm_gpus=8"], "trains on one GPU of each job"),
-        (["--executor=submitit_local", "--slurm_partition=gpu"], "is an option of --executor=slurm"),
-        (["--executor=slurm", "--gpus=0,1"], "the scheduler places jobs"),
-        (["--executor=slurm", "--slurm_gpus=1", "--slurm_time=0"], "--slurm_time=0: give a number >= 1"),
-    ],
-)
-def test_executor_options_that_disagree_are_one_line(char_data, tmp_path, options, words):
-    base, nlq = arms(tmp_path, char_data)
-    root = tmp_path / "R"
-    assert words in error_of([base, nlq, f"--out_root={root}", *options], main=sweep.main)
-    assert not root.exists()
 
 
 def test_the_report_does_not_depend_on_the_order_of_the_runs():

@@ -1,0 +1,126 @@
+"""Mutation testing of the modules whose numbers users trust (mutmut): how many one-token bugs planted in a
+module the tests catch. Not part of .ci/run (minutes to hours); run it on a module you changed, before and
+after writing its tests (docs/contributing.md).
+
+    python .ci/mutate.py stats.py                      # every mutant of one module
+    python .ci/mutate.py model.py --sample=60          # 60 of them, drawn with a fixed seed
+    python .ci/mutate.py compare.py --tests="tests/test_tools.py -k compare" --sample=40 --seed=2
+    python .ci/mutate.py stats.py --sample=30 --tests_from=1a2d861   # the same mutants against older tests
+
+The working tree (tracked files and untracked ones git does not ignore, as they are now) is copied to a
+scratch directory, mutmut's settings for the module are added to the copy's pyproject.toml, and each mutant
+runs the tests of TESTS (the module's own by default) that execute the mutated function, the slow ones left
+out; with --tests_from, the tests of that git revision instead (the module as it is now against older
+tests: a before score). The score is killed / (killed + survived); a mutant that times out counts as killed,
+one that no test reaches as survived. The survivors are printed with their diffs: each is a bug the tests
+would miss.
+"""
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = {  # module -> the pytest arguments selecting the tests that check it, fast ones first
+    "model.py": ["tests/test_model.py", "tests/test_nanogpt_api.py"],
+    "loader.py": ["tests/test_data.py", "tests/test_official.py"],
+    "official.py": ["tests/test_official.py"],
+    "scoring.py": ["tests/test_probe.py", "tests/test_harness.py"],
+    "compare.py": ["tests/test_tools.py", "tests/test_tuning.py", "-k", "compare or report or order or batches"],
+    "stats.py": ["tests/test_tools.py", "tests/test_tuning.py", "-k", "compare or report or order or holm"],
+    "tuning.py": ["tests/test_tuning.py", "-k", "not sweep and not submitit"],
+    "safe_load.py": ["tests/test_untrusted.py"],
+    "checkpoint.py": ["tests/test_damaged_checkpoints.py", "tests/test_untrusted.py"],
+    "importers.py": ["tests/test_model.py", "tests/test_untrusted.py"],
+    "hf/modeling_nlq.py": ["tests/test_hf_model.py", "tests/test_export.py", "-k", "not lm_eval and not trainer"],
+    "hf_export.py": ["tests/test_export.py", "tests/test_hf_model.py", "-k", "not lm_eval and not trainer"],
+}
+KILLED = {"killed", "timeout", "segfault"}  # mutmut's words: a test failed, or the mutant ran too long or crashed
+SURVIVED = {"survived", "no tests"}  # the tests passed, or none of them executed the mutated function
+
+
+def copy_tree(dest: Path) -> None:
+    """The working tree's files as they are now, without what git ignores."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout.split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+
+
+def configure(dest: Path, module: str, tests: list[str]) -> None:
+    selection = json.dumps([*tests, "-m", "not slow", "-p", "no:cacheprovider"])
+    with open(dest / "pyproject.toml", "a") as f:
+        f.write(f'\n[tool.mutmut]\nsource_paths = ["{module}"]\nalso_copy = ["."]\n')
+        f.write(f"pytest_add_cli_args_test_selection = {selection}\n")
+
+
+def mutants(dest: Path, module: str) -> list[str]:
+    """Every mutant's name: mutmut generates them, then stops at a filter that matches none."""
+    subprocess.run(["mutmut", "run", "no-mutant-has-this-name"], cwd=dest, capture_output=True)
+    meta = dest / "mutants" / f"{module}.meta"
+    if not meta.exists():
+        sys.exit(f"error: mutmut generated no mutants of {module} (is it a Python module of this repo?)")
+    return sorted(json.loads(meta.read_text())["exit_code_by_key"])
+
+
+def results(dest: Path) -> dict:
+    """{mutant: its status} as `mutmut results --all true` prints them ('name: killed')."""
+    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=dest, capture_output=True, text=True).stdout
+    return dict(line.strip().split(": ", 1) for line in out.splitlines() if ": " in line)
+
+
+def run(args) -> float:
+    module = args.module
+    if not (ROOT / module).is_file():
+        sys.exit(f"error: {module} is not a file of this repo; give a path such as model.py or hf/modeling_nlq.py")
+    tests = args.tests.split() if args.tests else TESTS.get(module)
+    if not tests:
+        sys.exit(f"error: no default tests for {module}: pass --tests='tests/test_x.py -k ...'")
+    with tempfile.TemporaryDirectory(prefix="mutate-") as scratch:
+        dest = Path(scratch)
+        copy_tree(dest)
+        if args.tests_from:  # the tests as they were then, against the module as it is now
+            shutil.rmtree(dest / "tests")
+            archive = subprocess.run(
+                ["git", "archive", args.tests_from, "tests"], cwd=ROOT, check=True, capture_output=True
+            )
+            subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+        configure(dest, module, tests)
+        names = mutants(dest, module)
+        chosen = sorted(random.Random(args.seed).sample(names, min(args.sample, len(names)))) if args.sample else names
+        print(f"{module}: {len(names)} mutants, running {len(chosen)} against {', '.join(tests)}", flush=True)
+        subprocess.run(["mutmut", "run", "--max-children", str(args.jobs), *chosen], cwd=dest, capture_output=True)
+        status = results(dest)
+        killed = [n for n in chosen if status.get(n) in KILLED]
+        survived = [n for n in chosen if status.get(n) in SURVIVED]
+        for name in survived:
+            diff = subprocess.run(["mutmut", "show", name], cwd=dest, capture_output=True, text=True).stdout
+            print(f"\nsurvived: {diff.strip()}")
+    other = len(chosen) - len(killed) - len(survived)
+    score = len(killed) / max(len(killed) + len(survived), 1)
+    print(f"\n{module}: {len(killed)} killed, {len(survived)} survived, {other} not run; score {score:.0%}")
+    return score
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("module", help="a module of the repo, e.g. model.py or hf/modeling_nlq.py")
+    p.add_argument("--tests", help="pytest arguments, e.g. 'tests/test_x.py -k y' (default: the module's, TESTS)")
+    p.add_argument("--tests_from", help="a git revision: its tests/ instead of the working tree's (a before score)")
+    p.add_argument("--sample", type=int, default=0, help="run this many mutants, drawn with --seed (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2, help="mutants run at once")
+    run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
