@@ -6,6 +6,10 @@ adjustment of the p of several arms compared with one baseline. A run here is an
 import math
 import statistics
 
+# A spread this small relative to the loss is float rounding (3.10 - 3.05 and 3.00 - 2.95 differ in the
+# 16th digit), not seed-to-seed variation: no t-test on it, which would report p ~ 1e-30.
+ROUNDING = 1e-12
+
 
 def paired(arm_runs, base_runs) -> bool:
     """Whether two arms ran the same seeds, one run each: their differences pair seed by seed."""
@@ -25,13 +29,16 @@ def versus_baseline(arm_runs, base_runs, step):
     a, b = by_seed(arm_runs, step), by_seed(base_runs, step)
     base = statistics.mean(b)
     diff = base - statistics.mean(a)
+    rounding = ROUNDING * abs(base)
     if paired(arm_runs, base_runs):
         d = [y - x for x, y in zip(a, b)]
         se, df, kind = statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1, "paired"
+        se = se if se > rounding else 0.0
         p = float(stats.ttest_rel(b, a).pvalue) if se > 0 else None
     elif len(a) > 1 and len(b) > 1:
         va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
         se, kind = math.sqrt(va + vb), "Welch"
+        se = se if se > rounding else 0.0
         df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1
         p = float(stats.ttest_ind(a, b, equal_var=False).pvalue) if se > 0 else None
     else:

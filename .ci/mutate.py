@@ -80,6 +80,8 @@ def results(dest: Path) -> dict:
 
 def run(args) -> float:
     module = args.module
+    if shutil.which("mutmut") is None:
+        sys.exit("error: mutmut is not installed: pip install mutmut==3.8.1 (the version this script was written for)")
     if not (ROOT / module).is_file():
         sys.exit(f"error: {module} is not a file of this repo; give a path such as model.py or hf/modeling_nlq.py")
     tests = args.tests.split() if args.tests else TESTS.get(module)
