@@ -213,11 +213,23 @@ def markdown(result: dict) -> list[str]:
     return lines
 
 
+def loss_span(curves: dict) -> tuple | None:
+    """The stage-1 panel's loss axis: from the lowest loss to the upper quartile of the points' means. A
+    learning rate far too large ends near the loss at initialisation, which would flatten every optimum
+    into one line; the points above are drawn at the top edge. None when every point has one loss."""
+    means = [m for c in curves.values() for m in c["mean"] if m is not None and math.isfinite(m)]
+    lows = [x for c in curves.values() for x in c["low"] if x is not None and math.isfinite(x)]
+    if len(means) < 2 or not lows:
+        return None
+    top = statistics.quantiles(means, n=4, method="inclusive")[2]
+    return (min(lows), top) if top > min(lows) else None
+
+
 def figure_data(result: dict) -> dict:
     """What the figure draws: per grid key, per arm, the stage-1 curve (value, mean, min, max over tune
-    seeds) at the other keys' chosen values, and the chosen value; per arm, the stage-2 improvement with
-    its interval."""
-    curves = {}
+    seeds) at the other keys' chosen values, and the chosen value, with the loss axis's span (loss_span);
+    per arm, the stage-2 improvement with its interval."""
+    curves, spans = {}, {}
     for key in result["keys"]:
         curves[key] = {}
         for arm, r in result["arms"].items():
@@ -231,13 +243,15 @@ def figure_data(result: dict) -> dict:
                 "high": [max(f) if f else None for f in done],
                 "chosen": r["chosen"][key],
             }
+        spans[key] = loss_span(curves[key])
     gains = {arm: (r["improvement"], r["interval"]) for arm, r in result["arms"].items()}
-    return {"curves": curves, "improvement": gains, "baseline": result["baseline"]}
+    return {"curves": curves, "span": spans, "improvement": gains, "baseline": result["baseline"]}
 
 
 def plot(result: dict, path) -> None:
     """Loss against each grid key (log axis when its values span a factor of 10 or more), one line per arm
-    with the spread over tune seeds and the chosen point ringed; beside them, stage 2's improvements."""
+    with the spread over tune seeds and the chosen point ringed, points off the loss axis as triangles at
+    its top; beside them, stage 2's improvements."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -249,6 +263,8 @@ def plot(result: dict, path) -> None:
     keys = list(data["curves"])
     fig, axes = plt.subplots(1, len(keys) + 1, figsize=(5.5 * (len(keys) + 1), 4.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
+        span = data["span"][key]
+        top = span[1] + 0.08 * (span[1] - span[0]) if span else math.inf
         for arm, c in sorted(data["curves"][key].items()):
             shown = [
                 (v, m, lo, hi) for v, m, lo, hi in zip(c["values"], c["mean"], c["low"], c["high"]) if m is not None
@@ -260,13 +276,18 @@ def plot(result: dict, path) -> None:
             ax.fill_between(v, lo, hi, color=line.get_color(), alpha=0.15)
             if c["chosen"] in v:
                 ax.plot([c["chosen"]], [m[v.index(c["chosen"])]], "o", ms=12, mfc="none", color=line.get_color())
+            above = [x for x, y in zip(v, m) if y > top]
+            ax.plot(above, [top] * len(above), "^", ms=9, color=line.get_color(), clip_on=False)
+        if span:
+            ax.set_ylim(span[0] - 0.08 * (span[1] - span[0]), top)
         numeric = sorted({v for arm in data["curves"][key].values() for v in arm["values"] if isinstance(v, float)})
         if numeric and min(numeric) > 0 and (key in LOG_KEYS or max(numeric) / min(numeric) >= 10):
             ax.set_xscale("log")
         if numeric:
             ax.set_xticks(numeric, [f"{v:g}" for v in numeric])
             ax.minorticks_off()
-        ax.set(xlabel=key, ylabel="final val loss", title=f"stage 1: val loss against {key} (tune seeds)")
+        label = "final val loss (▲: above the axis)" if span else "final val loss"
+        ax.set(xlabel=key, ylabel=label, title=f"stage 1: val loss against {key} (tune seeds)")
         ax.legend()
     ax = axes[0][-1]
     arms = sorted(data["improvement"])

@@ -124,6 +124,19 @@ def test_the_figures_data_from_hand_made_runs():
     assert curve["low"] == curve["high"] == [3.5, 3.0]  # one tune seed: no spread
     gain, interval = data["improvement"]["wide"]
     assert gain == pytest.approx((3.05 - 3.05) / 3.05) and interval is not None
+    # the loss axis: lowest loss to the upper quartile of the 6 means (3.0 x 3, 3.5 x 3): position
+    # 1 + 0.75 x 5 = 4.75 of the sorted means, between 3.5 and 3.5
+    assert data["span"]["learning_rate"] == (3.0, 3.5)
+
+
+def test_a_learning_rate_that_blew_up_does_not_set_the_figures_loss_axis():
+    """wide at 1e-2 ends at 9.0 (near the loss at initialisation): the sorted means 3, 3, 3, 3.5, 3.5, 3.5, 9
+    have their upper quartile at position 1 + 0.75 x 6 = 5.5, between 3.5 and 3.5, so the axis stops at 3.5
+    and the 9.0 is drawn at the top edge rather than flattening the curves near their optima."""
+    runs = two_stage_runs() + [fake("wide", "tune", 1, 1e-2, 9.0)]
+    data = tuning.figure_data(tuning.report(runs, ["learning_rate"], "base"))
+    assert data["curves"]["learning_rate"]["wide"]["mean"] == [3.5, 3.0, 9.0]
+    assert data["span"]["learning_rate"] == (3.0, 3.5)
 
 
 ARM = """
