@@ -263,6 +263,36 @@ def test_compare_delta_to_baseline_and_its_interval_from_a_hand_made_log(tmp_pat
     assert kind == "Welch" and (low, high) == pytest.approx(((diff - half) / 3.01, (diff + half) / 3.01))
 
 
+def test_compare_welch_interval_p_and_one_run_from_the_formulas():
+    """Arms on different seeds (nothing to pair): Welch's t on the difference of the means, its degrees of
+    freedom by Welch-Satterthwaite, both written out here; one run an arm: no interval; a spread at float
+    rounding: no test."""
+    stats = pytest.importorskip("scipy.stats")
+
+    def runs(seeds, losses):
+        return [SimpleNamespace(seed=s, evals={10: {"val_loss": v}}) for s, v in zip(seeds, losses)]
+
+    b, a = [3.00, 3.04, 3.01, 3.05], [2.96, 2.99, 2.95]  # baseline seeds 1-4, the arm's 5-7
+    va, vb = statistics.variance(a) / 3, statistics.variance(b) / 4
+    se, df = math.sqrt(va + vb), (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
+    diff, base = statistics.mean(b) - statistics.mean(a), statistics.mean(b)
+    half = stats.t.ppf(0.975, df) * se
+    gain, interval, p, kind = compare.versus_baseline(runs((5, 6, 7), a), runs((1, 2, 3, 4), b), 10)
+    assert kind == "Welch" and gain == pytest.approx(diff / base)
+    assert interval == pytest.approx(((diff - half) / base, (diff + half) / base))
+    assert p == pytest.approx(2 * stats.t.sf(diff / se, df))
+    # one run of the arm against two of the baseline: a difference, nothing to estimate its spread from
+    assert compare.versus_baseline(runs((5,), [2.9]), runs((1, 2), [3.0, 3.1]), 10) == (
+        pytest.approx(0.15 / 3.05),
+        None,
+        None,
+        "one run",
+    )
+    # two runs each, on different seeds, whose spread is 2e-12 (under 1e-12 x 3.0): no test, a zero-width interval
+    gain, interval, p, kind = compare.versus_baseline(runs((5, 6), [2.9, 2.9]), runs((1, 2), [3.0, 3.0 + 4e-12]), 10)
+    assert kind == "Welch" and p is None and interval == pytest.approx((gain, gain), abs=1e-15)
+
+
 def test_compare_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
     fake_run(tmp_path, "base", "baseline", 1, {0: 4.0}, ["a"])
