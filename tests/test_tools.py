@@ -288,6 +288,10 @@ def test_compare_welch_interval_p_and_one_run_from_the_formulas():
         None,
         "one run",
     )
+    assert compare.versus_baseline(runs((5, 6), [2.9, 2.8]), runs((1,), [3.0]), 10)[1:] == (None, None, "one run")
+    # two runs each on different seeds, every loss equal within an arm: no spread at all, no test
+    gain, interval, p, kind = compare.versus_baseline(runs((5, 6), [2.9, 2.9]), runs((1, 2), [3.0, 3.0]), 10)
+    assert kind == "Welch" and p is None and interval == pytest.approx((0.1 / 3.0, 0.1 / 3.0))
     # two runs each, on different seeds, whose spread is 2e-12 (under 1e-12 x 3.0): no test, a zero-width interval
     gain, interval, p, kind = compare.versus_baseline(runs((5, 6), [2.9, 2.9]), runs((1, 2), [3.0, 3.0 + 4e-12]), 10)
     assert kind == "Welch" and p is None and interval == pytest.approx((gain, gain), abs=1e-15)
