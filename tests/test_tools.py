@@ -297,6 +297,18 @@ def test_compare_welch_interval_p_and_one_run_from_the_formulas():
     assert kind == "Welch" and p is None and interval == pytest.approx((gain, gain), abs=1e-15)
 
 
+def test_compare_takes_the_baseline_given_else_baseline_else_linear_else_the_first_runs_arm():
+    def runs(*arms):
+        return [SimpleNamespace(arm=a) for a in arms]
+
+    assert compare.resolve_baseline(runs("nlq", "baseline", "linear"), None) == "baseline"
+    assert compare.resolve_baseline(runs("nlq", "linear"), None) == "linear"
+    assert compare.resolve_baseline(runs("wide", "nlq", "wide"), None) == "wide"
+    assert compare.resolve_baseline(runs("nlq", "linear"), "nlq") == "nlq"
+    with pytest.raises(compare.CompareError, match="--baseline='x' is not an arm"):
+        compare.resolve_baseline(runs("nlq"), "x")
+
+
 def test_compare_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
     fake_run(tmp_path, "base", "baseline", 1, {0: 4.0}, ["a"])
@@ -326,10 +338,10 @@ def test_compare_reads_runs_from_wandb(monkeypatch, capsys):
         def scan_history(self):
             return iter(self.rows)
 
-    def rows(final):  # step 0 holds a train record and an evaluation merged into one row, as wandb stores them
+    def rows(final, second="f1"):  # step 0: a train record and an evaluation merged in one row, as wandb has them
         return [
             {"_step": 0, "loss": 4.1, "fingerprint": "f0", "val_loss": 4.0, "tokens": 0},
-            {"_step": 1, "loss": 3.9, "fingerprint": "f1"},
+            {"_step": 1, "loss": 3.9, "fingerprint": second},
             {"_step": 10, "val_loss": final, "tokens": 1000},
         ]
 
@@ -343,6 +355,15 @@ def test_compare_reads_runs_from_wandb(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "validation loss at step 10" in out and "| 2.9700 | 1 | +1.00% |" in out and "| 1,000 |" in out
     assert "fingerprints equal at 2 common logged steps" in out
+    other = [FakeRun("base", "baseline", rows(3.0)), FakeRun("nlq", "nlq", rows(2.97, second="other batch"))]
+    monkeypatch.setattr(FakeApi, "runs", lambda self, path, filters: other)
+    compare.main(["--wandb=me/proj", "--group=g", "--png="])  # the fingerprints are read from wandb's rows too
+    assert "WARNING: the runs trained on different batches (first at step 1" in capsys.readouterr().out
+    unprinted = [FakeRun(n, a, [{k: v for k, v in row.items() if k != "fingerprint"} for row in rows(3.0)])
+                 for n, a in (("base", "baseline"), ("nlq", "nlq"))]  # fmt: skip
+    monkeypatch.setattr(FakeApi, "runs", lambda self, path, filters: unprinted)
+    compare.main(["--wandb=me/proj", "--group=g", "--png="])  # no fingerprints logged: no claim either way
+    assert "identical batches cannot be checked" in capsys.readouterr().out
 
 
 def test_sample_from_imported_gpt2_weights(tmp_path):
