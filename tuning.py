@@ -216,7 +216,7 @@ def markdown(result: dict) -> list[str]:
 def loss_span(curves: dict) -> tuple | None:
     """The stage-1 panel's loss axis: from the lowest loss to the upper quartile of the points' means. A
     learning rate far too large ends near the loss at initialisation, which would flatten every optimum
-    into one line; the points above are drawn at the top edge. None when every point has one loss."""
+    into one line; the points above are drawn at the top edge. None when there is no range to show."""
     means = [m for c in curves.values() for m in c["mean"] if m is not None and math.isfinite(m)]
     lows = [x for c in curves.values() for x in c["low"] if x is not None and math.isfinite(x)]
     if len(means) < 2 or not lows:
@@ -264,7 +264,8 @@ def plot(result: dict, path) -> None:
     fig, axes = plt.subplots(1, len(keys) + 1, figsize=(5.5 * (len(keys) + 1), 4.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
         span = data["span"][key]
-        top = span[1] + 0.08 * (span[1] - span[0]) if span else math.inf
+        pad = 0.08 * (span[1] - span[0]) if span else 0.0
+        top = span[1] + pad if span else math.inf
         for arm, c in sorted(data["curves"][key].items()):
             shown = [
                 (v, m, lo, hi) for v, m, lo, hi in zip(c["values"], c["mean"], c["low"], c["high"]) if m is not None
@@ -279,7 +280,7 @@ def plot(result: dict, path) -> None:
             above = [x for x, y in zip(v, m) if y > top]
             ax.plot(above, [top] * len(above), "^", ms=9, color=line.get_color(), clip_on=False)
         if span:
-            ax.set_ylim(span[0] - 0.08 * (span[1] - span[0]), top)
+            ax.set_ylim(span[0] - pad, top)
         numeric = sorted({v for arm in data["curves"][key].values() for v in arm["values"] if isinstance(v, float)})
         if numeric and min(numeric) > 0 and (key in LOG_KEYS or max(numeric) / min(numeric) >= 10):
             ax.set_xscale("log")
