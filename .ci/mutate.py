@@ -42,6 +42,28 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
 }
 KILLED = {"killed", "timeout", "segfault"}  # mutmut's words: a test failed, or the mutant ran too long or crashed
 SURVIVED = {"survived", "no tests"}  # the tests passed, or none of them executed the mutated function
+# transformers imports an export's modeling file (a copy of hf/) under a module name of its own, and mutmut
+# switches mutants by module name: without this, a test that loads an export never runs a mutant of hf/.
+# Appended to the scratch copy's tests/conftest.py only: the export's classes become hf's, the same source.
+SAME_MODULE_AS_HF = """
+
+import importlib as _importlib
+from pathlib import Path as _Path
+
+import transformers.dynamic_module_utils as _dynamic
+
+_load_class = _dynamic.get_class_in_module
+
+
+def _hf_class(class_name, module_path, **kwargs):
+    stem = _Path(module_path).stem
+    if stem in ("modeling_nlq", "configuration_nlq"):
+        return getattr(_importlib.import_module(f"hf.{stem}"), class_name)
+    return _load_class(class_name, module_path, **kwargs)
+
+
+_dynamic.get_class_in_module = _hf_class
+"""
 
 
 def copy_tree(dest: Path) -> None:
@@ -54,6 +76,17 @@ def copy_tree(dest: Path) -> None:
         if (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, dest / name)
+
+
+def tests_present(dest: Path, tests: list[str], revision: str) -> list[str]:
+    """The test files of the selection that the older revision has (a file added since is left out, said)."""
+    missing = [t for t in tests if t.startswith("tests/") and not (dest / t.split("::")[0]).exists()]
+    if missing:
+        print(f"{revision} has no {', '.join(missing)}: left out of the selection", flush=True)
+    kept = [t for t in tests if t not in missing]
+    if not any(t.startswith("tests/") for t in kept):
+        sys.exit(f"error: {revision} has none of the selected test files ({', '.join(missing)})")
+    return kept
 
 
 def configure(dest: Path, module: str, tests: list[str]) -> None:
@@ -96,14 +129,23 @@ def run(args) -> float:
                 ["git", "archive", args.tests_from, "tests"], cwd=ROOT, check=True, capture_output=True
             )
             subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+            tests = tests_present(dest, tests, args.tests_from)
+        if module.startswith("hf/"):
+            with open(dest / "tests" / "conftest.py", "a") as f:
+                f.write(SAME_MODULE_AS_HF)
         configure(dest, module, tests)
         names = mutants(dest, module)
         chosen = sorted(random.Random(args.seed).sample(names, min(args.sample, len(names)))) if args.sample else names
         print(f"{module}: {len(names)} mutants, running {len(chosen)} against {', '.join(tests)}", flush=True)
-        subprocess.run(["mutmut", "run", "--max-children", str(args.jobs), *chosen], cwd=dest, capture_output=True)
+        ran = subprocess.run(
+            ["mutmut", "run", "--max-children", str(args.jobs), *chosen], cwd=dest, capture_output=True, text=True
+        )
         status = results(dest)
         killed = [n for n in chosen if status.get(n) in KILLED]
         survived = [n for n in chosen if status.get(n) in SURVIVED]
+        if not killed and not survived:
+            tail = (ran.stdout + ran.stderr).strip().splitlines()[-15:]
+            sys.exit("error: no mutant ran, mutmut said:\n" + "\n".join(tail))
         for name in survived:
             diff = subprocess.run(["mutmut", "show", name], cwd=dest, capture_output=True, text=True).stdout
             print(f"\nsurvived: {diff.strip()}")

@@ -4,6 +4,8 @@ named after a test of transformers' ModelTesterMixin or GenerationTesterMixin (t
 tests/generation/test_utils.py of the transformers repository) check what it checks, written here: those
 mixins are not in transformers' wheel and this suite runs offline."""
 
+from unittest import mock
+
 import pytest
 import torch
 from helpers import EXPORT_SHAPES, export_model
@@ -190,8 +192,12 @@ def test_eager_matches_sdpa_and_its_attentions_are_causal_distributions(exported
     with torch.no_grad():
         a = sdpa(ids, attention_mask=mask).logits
         out = eager(ids, attention_mask=mask, output_attentions=True)
+    no_sdpa = AssertionError("scaled_dot_product_attention called by a model loaded with attn_implementation='eager'")
+    with torch.no_grad(), mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", side_effect=no_sdpa):
+        chosen = eager(ids, attention_mask=mask).logits  # eager by its config alone, not by output_attentions
     real = mask.bool()
     torch.testing.assert_close(out.logits[real], a[real], rtol=0, atol=1e-4 * float(a.abs().max()))
+    torch.testing.assert_close(chosen, out.logits, rtol=0, atol=0)
     T = ids.size(1)
     assert len(out.attentions) == eager.config.n_layer
     for w in out.attentions:
