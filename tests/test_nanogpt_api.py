@@ -86,6 +86,12 @@ def test_crop_block_size_keeps_the_first_positions(pos):
         model.crop_block_size(16)
         assert model.config.block_size == 16
         torch.testing.assert_close(model(x)[0], before)
+        torch.testing.assert_close(model(x, last_only=True)[0], before[:, -1:])  # generate's one position
+    # what it saves is a 16-position model's state, whatever the position embedding
+    GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=50, pos_embedding=pos)).load_state_dict(
+        model.state_dict()
+    )
+    with torch.no_grad():
         assert torch.equal(model.generate(x[:, :4], 20, temperature=0)[:, :4], x[:, :4])  # crops its context
     with pytest.raises(ValueError, match="exceeds block_size=16"):
         model(torch.zeros(1, 17, dtype=torch.long))
