@@ -33,6 +33,19 @@ def rows(loader, step, world):
     return torch.cat(out)
 
 
+@pytest.mark.parametrize("sampling", ["random", "permutation", "lines"])
+def test_every_batch_refuses_an_id_past_the_vocabulary_whatever_the_sampling(sampling):
+    """A bin rewritten behind the start's check (tests/test_safety.py) is caught by the batch that reads it:
+    here an id of 60 is in every window and every line (eos 0 ends a line each 50 tokens)."""
+    tokens = np.arange(5000, dtype=np.uint16) % 50
+    tokens[tokens == 7] = 60
+    loader = TrainBatches(tokens, 64, batch_size=2, grad_accum=1, seed=0, sampling=sampling, eos=0, vocab_size=50)
+    with pytest.raises(DataError, match="a batch holds token id 60, past the dataset's vocab_size=50"):
+        loader.get(0, 0)
+    x, y = TrainBatches(tokens, 64, 2, 1, seed=0, sampling=sampling, eos=0, vocab_size=61).get(0, 0)
+    assert int(torch.cat([x, y], 1).max()) == 60
+
+
 @pytest.mark.parametrize("sampling", ["random", "permutation"])
 def test_world_size_and_accumulation_split_give_the_same_global_batch(sampling):
     loader = TrainBatches(TOKENS, block_size=16, batch_size=3, grad_accum=8, seed=5, sampling=sampling)

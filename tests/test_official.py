@@ -289,9 +289,9 @@ def test_official_micro_batches_read_its_columns(batch_size, accum, world):
 
 def test_official_order_refuses_another_shape(char_data, tmp_path):
     message = error_of(tiny_args(char_data, tmp_path, sampling="official"))
-    assert "480 rows" in message and "16" in message
+    assert "sampling='official' replays the official 480 rows, this run has 16" in message
     message = error_of(tiny_args(char_data, tmp_path, eval_order="official"))
-    assert "2400 rows" in message and "8" in message
+    assert "eval_order='official' replays the official 2400 rows, this run has 8" in message
 
 
 def test_official_evaluations_read_its_kth_rows(char_data, tmp_path, monkeypatch):
@@ -613,3 +613,18 @@ def test_the_official_evaluation_tables_hold_600_evaluations_and_1024_token_wind
     train.evaluation_windows(TrainConfig(**cfg, max_iters=10), 8, 1025, 1025, "")
     with pytest.raises(ValueError, match="replays the official 2400 rows, this run has 2412"):
         train.evaluation_windows(TrainConfig(**{**cfg, "eval_iters": 201}, max_iters=10), 8, n, n, "")
+
+
+def test_an_official_index_file_holds_at_most_its_full_count_of_rows(tmp_path):
+    """Its train_indices.npy is (600000, 480); a file of its first rows is a prefix, one row more is no file of
+    its (loader.official_table with a full count of 5 rows of 3 offsets here)."""
+    from loader import official_table
+
+    first = np.array([4, 0, 9])
+    for n in (1, 5, 6, 0):
+        np.save(tmp_path / "t.npy", np.tile(first, (n, 1)))
+        if n in (1, 5):
+            assert official_table(tmp_path / "t.npy", (5, 3), lambda: first, high=10).shape == (n, 3)
+        else:
+            with pytest.raises(UserError, match="is not the official index array for these bins"):
+                official_table(tmp_path / "t.npy", (5, 3), lambda: first, high=10)
