@@ -146,7 +146,6 @@ def convert(ckpt: dict, path) -> dict:
         "best_val_loss": ckpt.get("best_val_loss", math.inf),
         "origin": "official",
         "tokenizer": {"tokenizer": "gpt2"},
-        "official": {"model_args": ckpt["model_args"], "config": ckpt.get("config", {})},
     }
     if ckpt.get("optimizer"):  # a shared checkpoint may leave it out (absent, None, {}): the weights still load
         try:

@@ -4,6 +4,7 @@ github.com/MarkoKarbevski/beyond_query_linearity: module names, registration ord
 
 import hashlib
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -373,8 +374,10 @@ def edit_log(path, change):
         ("foreign", "eval_val_tensor.pt is not an official loss log"),
         ("missing", "eval_val_tensor.pt not found"),
         ("fewer train-eval rows", "eval_train_tensor.pt has 40 rows and eval_val_tensor.pt 61"),
-        ("a NaN count", "counts (column 0) must be finite and >= 0"),
-        ("a negative count", "counts (column 0) must be finite and >= 0"),
+        ("a NaN count", r"counts \(column 0\) must be finite and >= 0"),
+        ("a negative count", r"counts \(column 0\) must be finite and >= 0"),
+        ("no evaluation", "eval_val_tensor.pt holds no evaluation yet"),
+        ("a truncated ckpt.pt", r"ckpt.pt cannot be read \(\w+Error\): truncated or not a checkpoint"),
     ],
 )
 def test_a_damaged_official_log_is_one_line(tmp_path, damage, words):
@@ -389,6 +392,11 @@ def test_a_damaged_official_log_is_one_line(tmp_path, damage, words):
         torch.save({"not": "a log"}, log)
     elif damage == "missing":
         log.unlink()
+    elif damage == "no evaluation":  # a run killed before its first evaluation was written
+        edit_log(log, lambda t: t.zero_())
+    elif damage == "a truncated ckpt.pt":  # its ckpt.pt (read for the parameter count) cut by a full disk
+        write_official(tmp_path / "official" / "ckpt.pt", official_args(), trained=False)
+        (tmp_path / "official" / "ckpt.pt").write_bytes((tmp_path / "official" / "ckpt.pt").read_bytes()[:5000])
     elif damage == "fewer train-eval rows":
         edit_log(tmp_path / "official" / "eval_train_tensor.pt", lambda t: t[:40])
     else:
@@ -399,7 +407,7 @@ def test_a_damaged_official_log_is_one_line(tmp_path, damage, words):
             ),
         )
     message = error_of([f"--reference={tmp_path / 'official'}", "--png="], main=compare.main)
-    assert words in message
+    assert re.search(words, message), message  # the exception's class named when a file cannot be read
 
 
 def test_an_unwritten_train_eval_row_is_no_loss_of_zero(tmp_path):
