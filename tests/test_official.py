@@ -417,6 +417,10 @@ def test_an_unwritten_train_eval_row_is_no_loss_of_zero(tmp_path):
     edit_log(tmp_path / "official" / "eval_train_tensor.pt", lambda t: t.index_fill_(0, torch.tensor([1]), 0.0))
     run = compare.Run.from_official(str(tmp_path / "official"))
     assert run.evals[1000]["val_loss"] == pytest.approx(4.5) and math.isnan(run.evals[1000]["train_eval_loss"])
+    one_batch = torch.tensor([[1.0, 4.49, 0.0]])  # (count, mean, std) of an evaluation of eval_iters=1
+    edit_log(tmp_path / "official" / "eval_train_tensor.pt", lambda t: t.index_copy_(0, torch.tensor([1]), one_batch))
+    run = compare.Run.from_official(str(tmp_path / "official"))
+    assert run.evals[1000]["train_eval_loss"] == pytest.approx(4.49)
 
 
 def test_prepare_writes_the_bytes_of_nanogpts_openwebtext_procedure(tmp_path):
