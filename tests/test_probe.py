@@ -423,3 +423,15 @@ def test_the_paper_protocols_512_token_rules_at_their_edge():
     for n_ctx, kept in ((510, [7, 8]), (511, [7]), (512, []), (513, [])):
         context, cut = zeroshot.paper_cut(list(range(n_ctx)), ending)
         assert (len(context), cut) == (min(n_ctx, 512), kept)
+
+
+def test_the_scoring_encoder_refuses_what_the_model_cannot_see_at_its_edge():
+    """zeroshot and the harness adapter encode items through scoring.checked_encoder: a character outside a
+    character vocabulary, or an id at or past the model's vocab_size (ids 0..vocab_size - 1 exist), is one
+    error naming it; 'e' is id 4 of the vocabulary 'abcde'."""
+    meta = {"tokenizer": "char", "chars": "abcde"}
+    assert scoring.checked_encoder(meta, 5)("abe") == [0, 1, 4] and scoring.checked_encoder(meta, 5)("") == []
+    with pytest.raises(DataError, match=r"^the tokenizer \(char\) gives id 4 but the model has vocab_size=4: "):
+        scoring.checked_encoder(meta, 4)("abe")
+    with pytest.raises(DataError, match=r"^an item cannot be encoded with the model's tokenizer: characters \['z'\]"):
+        scoring.checked_encoder(meta, 5)("abz")
