@@ -577,7 +577,6 @@ class GPT(nn.Module):
             )
         return total / (targets != -1).sum()
 
-    @torch.no_grad()
     def generate(
         self,
         idx,
@@ -596,22 +595,23 @@ class GPT(nn.Module):
         cache = None
         if use_cache:
             cache = KVCache(self.config, idx.size(0), idx.device, self.lm_head.weight.dtype)
-        for _ in range(max_new_tokens):
-            if cache is None:
-                logits, _ = self(idx[:, -bs:], last_only=True)
-            elif cache.pos == 0 or cache.pos == bs:
-                cache.reset()
-                logits, _ = self(idx[:, -bs:], cache=cache, last_only=True)
-            else:
-                logits, _ = self(idx[:, -1:], cache=cache, last_only=True)
-            logits = logits[:, -1, :vocab_limit].float()
-            if temperature == 0:
-                nxt = logits.argmax(dim=-1, keepdim=True)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
-            idx = torch.cat((idx, nxt), dim=1)
+        with torch.no_grad():  # here, not as a decorator: mutmut leaves decorated functions unmutated
+            for _ in range(max_new_tokens):
+                if cache is None:
+                    logits, _ = self(idx[:, -bs:], last_only=True)
+                elif cache.pos == 0 or cache.pos == bs:
+                    cache.reset()
+                    logits, _ = self(idx[:, -bs:], cache=cache, last_only=True)
+                else:
+                    logits, _ = self(idx[:, -1:], cache=cache, last_only=True)
+                logits = logits[:, -1, :vocab_limit].float()
+                if temperature == 0:
+                    nxt = logits.argmax(dim=-1, keepdim=True)
+                else:
+                    logits = logits / temperature
+                    if top_k is not None:
+                        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+                        logits = logits.masked_fill(logits < kth, float("-inf"))
+                    nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+                idx = torch.cat((idx, nxt), dim=1)
         return idx

@@ -11,7 +11,6 @@ from dataset import DataError
 from tokenizer import codec
 
 
-@torch.no_grad()
 def loglikelihoods(model, requests, batch_size, native: bool = False):
     """For each (context ids, continuation ids): (sum of log p(continuation | context), whether greedy
     decoding reproduces the continuation); an empty continuation scores (0.0, True). Over-long sequences
@@ -31,7 +30,8 @@ def loglikelihoods(model, requests, batch_size, native: bool = False):
         x = torch.zeros(len(seqs), max(len(s) for s in seqs) - 1, dtype=torch.long)
         for j, s in enumerate(seqs):  # right padding: causal attention never looks at it
             x[j, : len(s) - 1] = torch.tensor(s[:-1])
-        logits = model(x.to(device))[0]
+        with torch.no_grad():  # here, not as a decorator: mutmut leaves decorated functions unmutated
+            logits = model(x.to(device))[0]
         logp = (logits if native else logits.float()).log_softmax(-1).cpu()
         for j, i in enumerate(chunk):
             s, n = seqs[j], len(requests[i][1])
