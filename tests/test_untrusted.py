@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers import error_of, snapshot, tiny_args
@@ -22,7 +23,7 @@ import sample
 import train
 import zeroshot
 from errors import UserError
-from safe_load import UnsafeFile, dcp_planner
+from safe_load import UnsafeFile, dcp_planner, numpy_array, torch_load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,17 +103,25 @@ def test_a_crafted_run_pt_or_ckpt_pt_runs_no_code(sharded_run, char_data, tmp_pa
     assert not marker.exists()
 
 
-def test_dcp_values_are_loaded_without_running_code(tmp_path):
+@pytest.mark.parametrize("force_unsafe", [False, True])
+def test_dcp_values_are_loaded_without_running_code(tmp_path, monkeypatch, force_unsafe):
     """The optimizer's param_groups are non-tensor values in DCP's files, which DCP itself would unpickle
-    with weights_only=False: the project's planner refuses a crafted one and still loads a plain one."""
+    with weights_only=False: the project's planner refuses a crafted one and still loads a plain one. Also
+    where TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set (torch then unpickles freely unless told weights_only=True),
+    and for torch_load, which every other checkpoint read goes through."""
+    if force_unsafe:
+        monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     marker = tmp_path / "ran"
+    torch.save(Payload(marker), tmp_path / "crafted.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        torch_load(tmp_path / "crafted.pt")
     planner = dcp_planner()
     planner.set_up_planner({"lr": 0.0}, metadata=None, is_coordinator=True)
     item = type("ReadItem", (), {"dest_index": type("Index", (), {"fqn": "lr"})()})()
     crafted = io.BytesIO()
     torch.save(Payload(marker), crafted)
     crafted.seek(0)
-    with pytest.raises(UnsafeFile):
+    with pytest.raises(UnsafeFile, match="^the checkpoint's value lr cannot be loaded safely"):
         planner.load_bytes(item, crafted)
     assert not marker.exists()
     plain = io.BytesIO()
@@ -120,6 +129,13 @@ def test_dcp_values_are_loaded_without_running_code(tmp_path):
     plain.seek(0)
     planner.load_bytes(item, plain)
     assert planner.original_state_dict["lr"] == 3e-4
+
+
+def test_an_npy_file_is_memory_mapped_read_only(tmp_path):
+    """The official train_indices.npy is 2.3 GB: read through a memory map, never into memory, never written."""
+    np.save(tmp_path / "t.npy", np.arange(12, dtype=np.int64).reshape(3, 4))
+    table = numpy_array(tmp_path / "t.npy")
+    assert isinstance(table, np.memmap) and not table.flags.writeable and table[2, 3] == 11
 
 
 def test_every_load_goes_through_safe_load():
@@ -238,8 +254,6 @@ def test_crafted_official_artifacts_run_no_code(char_data, tmp_path):
     assert "tensor.pt cannot be read" in error_of([f"--reference={official}", "--png="], main=compare.main)
     data = tmp_path / "data"
     shutil.copytree(char_data, data)
-    import numpy as np
-
     np.save(data / "train_indices.npy", np.array([Payload(marker)], dtype=object), allow_pickle=True)
     argv = tiny_args(data, tmp_path / "run", sampling="official", batch_size=12, gradient_accumulation_steps=40)
     assert "is not a readable .npy array" in error_of(argv)
