@@ -88,10 +88,7 @@ class _SafePlanner(DefaultLoadPlanner):
             loaded = torch.load(value, weights_only=True)
         except Exception as e:
             raise UnsafeFile(f"the checkpoint's value {fqn} cannot be loaded safely ({e})") from None
-        if self.flatten_state_dict:
-            set_element(self.original_state_dict, self.mappings[fqn], loaded)
-        else:
-            self.state_dict[fqn] = loaded
+        set_element(self.original_state_dict, self.mappings[fqn], loaded)  # flattened: DCP's default, ours
 
 
 def dcp_reader(directory) -> FileSystemReader:

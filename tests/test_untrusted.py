@@ -131,6 +131,34 @@ def test_dcp_values_are_loaded_without_running_code(tmp_path, monkeypatch, force
     assert planner.original_state_dict["lr"] == 3e-4
 
 
+def as_if_saved_on_a_gpu(path: Path) -> None:
+    """Rewrite a torch.save file so that its tensors say they were saved on cuda:0, as a GPU run's are."""
+    import zipfile
+
+    saved = path.with_suffix(".cpu")
+    path.rename(saved)
+    with zipfile.ZipFile(saved) as z, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as out:
+        for info in z.infolist():
+            data = z.read(info)
+            if info.filename.endswith("/data.pkl"):  # each storage's location, a pickled string
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+            out.writestr(info, data)
+    saved.unlink()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the point is a machine without CUDA")
+def test_a_checkpoint_saved_on_a_gpu_samples_on_a_machine_without_one(char_data, tmp_path, capsys):
+    """Runs train on GPUs and are sampled on laptops: every load maps tensors to the CPU."""
+    train.main(tiny_args(char_data, tmp_path / "run"))
+    ckpt = tmp_path / "run" / "ckpt.pt"
+    as_if_saved_on_a_gpu(ckpt)
+    with pytest.raises(RuntimeError, match="CUDA"):  # the rewrite took: torch alone refuses it here
+        torch.load(ckpt, weights_only=True)
+    capsys.readouterr()
+    sample.main([f"--init_from={ckpt}", "--device=cpu", "--max_new_tokens=3", "--num_samples=1", "--seed=1"])
+    assert capsys.readouterr().out.strip()
+
+
 def test_an_npy_file_is_memory_mapped_read_only(tmp_path):
     """The official train_indices.npy is 2.3 GB: read through a memory map, never into memory, never written."""
     np.save(tmp_path / "t.npy", np.arange(12, dtype=np.int64).reshape(3, 4))
@@ -398,3 +426,17 @@ def test_dcp_metadata_naming_a_torch_function_is_refused_and_runs_nothing(tmp_pa
     with pytest.raises(UnsafeFile, match=f"refers to {re.escape('.'.join(global_))}"):
         read_dcp_metadata(crafted)
     assert not marker.exists()
+
+
+def test_dcp_metadata_that_is_no_metadata_or_cannot_be_read_is_one_line(tmp_path):
+    """Plain allowed values (a dict, a list) are not checkpoint metadata; a .metadata that is a directory
+    cannot be read; neither is loaded."""
+    from safe_load import read_dcp_metadata
+
+    for value, kind in [({"state_dict_metadata": {}}, "dict"), ([1, 2], "list")]:
+        (tmp_path / ".metadata").write_bytes(pickle.dumps(value, protocol=2))
+        with pytest.raises(UnsafeFile, match=rf"\.metadata holds a {kind}, not checkpoint metadata; nothing was loaded"):
+            read_dcp_metadata(tmp_path / ".metadata")
+    (tmp_path / "dir.metadata").mkdir()
+    with pytest.raises(UnsafeFile, match=r"dir\.metadata cannot be read \(Is a directory\)"):
+        read_dcp_metadata(tmp_path / "dir.metadata")
