@@ -323,7 +323,7 @@ def save_sharded(out_dir, meta: dict, model, optimizer, keep: bool, background: 
             return final
         dcp.save(state, checkpoint_id=str(partial), no_dist=not _distributed())
     except Exception as e:
-        raise _save_failed(e, *name) from None
+        raise _save_failed(e, partial, final, previous) from None
     _name_step(*name)
     _barrier()
     return final
@@ -355,7 +355,8 @@ def finish_pending() -> None:
     try:
         future.result()
     except Exception as e:
-        raise _save_failed(e, *name) from None
+        partial, final, _, previous = name
+        raise _save_failed(e, partial, final, previous) from None
     _name_step(*name)
 
 
@@ -372,7 +373,7 @@ def _name_step(partial: Path, final: Path, meta: dict, previous) -> None:
         fsync_dir(root)
         atomic_write_text(root / LATEST, json.dumps({"dir": final.name, "step": meta["iter_num"]}) + "\n")
     except Exception as e:
-        raise _save_failed(e, partial, final, meta, previous) from None
+        raise _save_failed(e, partial, final, previous) from None
     _prune(root, final)
 
 
@@ -385,7 +386,7 @@ def checksum(path: Path) -> int:
     return crc
 
 
-def _save_failed(e: Exception, partial: Path, final: Path, meta: dict, previous) -> WriteError:
+def _save_failed(e: Exception, partial: Path, final: Path, previous) -> WriteError:
     if _master():
         shutil.rmtree(partial, ignore_errors=True)
     if isinstance(e, WriteError):

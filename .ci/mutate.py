@@ -31,15 +31,19 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
     "loader.py": ["tests/test_data.py", "tests/test_official.py"],
     "official.py": ["tests/test_official.py"],
     "scoring.py": ["tests/test_probe.py", "tests/test_harness.py"],
-    "compare.py": ["tests/test_tools.py", "tests/test_tuning.py", "-k", "compare or report or order or batches"],
+    "compare.py": ["tests/test_tools.py", "tests/test_tuning.py", "tests/test_official.py", "-k",
+                   "compare or report or order or batches or official_log or train_eval_row"],
     "stats.py": ["tests/test_tools.py", "tests/test_tuning.py", "-k", "compare or report or order or holm"],
     "tuning.py": ["tests/test_tuning.py", "-k", "not sweep and not submitit"],
     "safe_load.py": ["tests/test_untrusted.py"],
-    "checkpoint.py": ["tests/test_damaged_checkpoints.py", "tests/test_untrusted.py"],
+    "checkpoint.py": ["tests/test_damaged_checkpoints.py", "tests/test_untrusted.py", "tests/test_safety.py"],
     "importers.py": ["tests/test_model.py", "tests/test_untrusted.py"],
     "hf/modeling_nlq.py": ["tests/test_hf_model.py", "tests/test_export.py", "-k", "not lm_eval and not trainer"],
     "hf_export.py": ["tests/test_export.py", "tests/test_hf_model.py", "-k", "not lm_eval and not trainer"],
 }
+# Tests that read the modules' text rather than run them: under mutmut they read the mutated copy, every
+# mutant at once, and fail whichever mutant is active.
+SOURCE_SCANS = ["tests/test_untrusted.py::test_every_load_goes_through_safe_load"]
 KILLED = {"killed", "timeout", "segfault"}  # mutmut's words: a test failed, or the mutant ran too long or crashed
 SURVIVED = {"survived", "no tests"}  # the tests passed, or none of them executed the mutated function
 # transformers imports an export's modeling file (a copy of hf/) under a module name of its own, and mutmut
@@ -90,7 +94,8 @@ def tests_present(dest: Path, tests: list[str], revision: str) -> list[str]:
 
 
 def configure(dest: Path, module: str, tests: list[str]) -> None:
-    selection = json.dumps([*tests, "-m", "not slow", "-p", "no:cacheprovider"])
+    scans = [arg for test in SOURCE_SCANS for arg in ("--deselect", test)]
+    selection = json.dumps([*tests, "-m", "not slow", "-p", "no:cacheprovider", *scans])
     with open(dest / "pyproject.toml", "a") as f:
         f.write(f'\n[tool.mutmut]\nsource_paths = ["{module}"]\nalso_copy = ["."]\n')
         f.write(f"pytest_add_cli_args_test_selection = {selection}\n")

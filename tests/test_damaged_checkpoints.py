@@ -134,3 +134,17 @@ def test_non_finite_weights_are_one_line_in_every_reader(finished_run, tmp_path)
     out = damaged_copy(finished_run, tmp_path, lambda c: c["model"]["transformer.ln_f.weight"].fill_(math.inf))
     message = error_of([f"--out_dir={out}", "--device=cpu", "--max_new_tokens=2"], main=sample.main)
     assert "holds non-finite weights in 1 tensors (transformer.ln_f.weight, ...): the run diverged" in message
+
+
+def test_an_official_checkpoint_as_an_out_dirs_ckpt_pt_is_trained_from_not_resumed(char_data, tmp_path):
+    """Copied into an out_dir as ckpt.pt, the paper's checkpoint lacks what a resume reads (this project's
+    config): the message says how to start from it instead, and nothing is written."""
+    out = tmp_path / "run"
+    out.mkdir()
+    write_official(out / "ckpt.pt", official_args(vocab=50304))
+    before = (out / "ckpt.pt").read_bytes()
+    message = error_of(tiny_args(char_data, out, init_from="resume"))
+    assert "is an official checkpoint of arXiv 2603.13381 (no config): train from it with " in message
+    assert f"--init_from={out / 'ckpt.pt'}" in message
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt.pt", "train.lock"]  # the lock every start takes
+    assert (out / "ckpt.pt").read_bytes() == before

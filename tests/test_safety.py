@@ -187,6 +187,44 @@ def test_a_full_disk_keeps_the_old_checkpoint(char_data, tmp_path, monkeypatch):
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
 
 
+@pytest.mark.parametrize("async_save", [True, False])
+@pytest.mark.parametrize("stage", ["shards", "naming"])
+def test_a_failed_sharded_save_keeps_the_previous_step(char_data, tmp_path, monkeypatch, stage, async_save):
+    """The disk fills while the shards are written, or while the written step is named (run.pt, its files'
+    checksums, the rename): one line naming the step and what is kept, no partial directory left, latest.json
+    still naming the previous step, and the resume works once there is space."""
+    import torch.distributed.checkpoint as dcp
+
+    out = tmp_path / "run"
+    args = dict(parallelism="fsdp", async_save=async_save)
+    train.main(tiny_args(char_data, out, max_iters=4, **args))
+    root = out / checkpoint.SHARDED
+    pointer = (root / checkpoint.LATEST).read_text()
+
+    def full_disk(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def reading_back_fails(path, real=checkpoint.checksum):  # the new step's shards, read for their CRC32
+        if path.parent.name.endswith(".partial"):
+            raise OSError(errno.EIO, "Input/output error")
+        return real(path)
+
+    if stage == "shards":
+        monkeypatch.setattr(dcp, "save", full_disk)
+        monkeypatch.setattr(dcp, "async_save", full_disk)
+    else:
+        monkeypatch.setattr(checkpoint, "checksum", reading_back_fails)
+    message = error_of(tiny_args(char_data, out, init_from="resume", **args))
+    assert message.startswith(f"error: could not write the sharded checkpoint {root / 'step_000008'} (OSError: ")
+    reason = "No space left on device" if stage == "shards" else "Input/output error"
+    assert message.endswith(f"{reason}); {root / 'step_000004'} is kept")
+    assert sorted(p.name for p in root.iterdir()) == [checkpoint.LATEST, "step_000004"]
+    assert (root / checkpoint.LATEST).read_text() == pointer
+    monkeypatch.undo()
+    train.main(tiny_args(char_data, out, init_from="resume", **args))
+    assert checkpoint.load(root / "step_000008")["iter_num"] == 8
+
+
 def make_dataset(path, train_ids, val_ids, vocab, force=False):
     splits = {"train": [np.asarray(train_ids)], "val": [np.asarray(val_ids)]}
     write_dataset(path, splits, {"tokenizer": "x", "vocab_size": vocab}, force=force)

@@ -211,6 +211,21 @@ def test_a_damaged_latest_shard_falls_back_to_the_kept_step(sharded_run, char_da
     assert (aside / "step_000008" / shard.name).stat().st_size in (100, size)
 
 
+def test_a_step_saved_before_checksums_were_recorded_is_checked_for_its_sizes(sharded_run, capsys):
+    """Older saves recorded each file's size alone (an int, not [size, crc]): such a step still loads, and
+    a shard of another size is still caught."""
+    step = sharded_run / checkpoint.SHARDED / "step_000008"
+    run = torch.load(step / checkpoint.RUN, weights_only=True)
+    torch.save({**run, "files": {name: size for name, (size, _) in run["files"].items()}}, step / checkpoint.RUN)
+    assert checkpoint.latest(sharded_run) == step
+    sample.main([f"--out_dir={sharded_run}", "--device=cpu", "--max_new_tokens=2"])
+    shard = next(step.glob("*.distcp"))
+    shard.write_bytes(shard.read_bytes()[:100])
+    capsys.readouterr()
+    assert checkpoint.latest(sharded_run).name == "step_000004"  # the kept step, said
+    assert f"{shard.name} has 100 bytes, the save wrote" in capsys.readouterr().err
+
+
 def test_a_deleted_shard_is_one_line_everywhere(sharded_run, char_data, tmp_path):
     for step in ("step_000004", "step_000008"):
         next((sharded_run / checkpoint.SHARDED / step).glob("*.distcp")).unlink()
