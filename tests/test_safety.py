@@ -338,6 +338,7 @@ def test_training_arguments_are_validated(char_data, tmp_path):
     checkpoint.save(ckpt, run / "ckpt.pt")
     message = error_of(tiny_args(char_data, run, init_from="resume"))
     assert "does not match this version's model" in message and "future_field" in message
+    assert message.endswith("use the version of this project that wrote it")  # the fix, not only the problem
 
 
 def test_eta_past_a_day_does_not_wrap():
