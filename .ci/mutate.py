@@ -37,7 +37,8 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
     "tuning.py": ["tests/test_tuning.py", "-k", "not sweep and not submitit"],
     "safe_load.py": ["tests/test_untrusted.py"],
     "checkpoint.py": ["tests/test_damaged_checkpoints.py", "tests/test_untrusted.py", "tests/test_safety.py"],
-    "importers.py": ["tests/test_model.py", "tests/test_untrusted.py"],
+    "importers.py": ["tests/test_model.py", "tests/test_untrusted.py",
+                     "tests/test_export.py::test_an_hf_export_gives_this_models_logits_tokens_and_round_trip"],
     "hf/modeling_nlq.py": ["tests/test_hf_model.py", "tests/test_export.py", "-k", "not lm_eval and not trainer"],
     "hf_export.py": ["tests/test_export.py", "tests/test_hf_model.py", "-k", "not lm_eval and not trainer"],
 }

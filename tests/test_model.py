@@ -365,10 +365,11 @@ def test_compile_smoke():
     assert model.transformer.h[0].attn.query.w2.weight.grad is not None
 
 
-@pytest.mark.parametrize("parallel,rotary_pct", [(True, 0.25), (False, 0.5)])
-def test_hf_gpt_neox_parity(tmp_path, parallel, rotary_pct):
+@pytest.mark.parametrize("parallel,rotary_pct,base", [(True, 0.25, 10000.0), (False, 0.5, 500.0)])
+def test_hf_gpt_neox_parity(tmp_path, parallel, rotary_pct, base):
     """Pythia's layout at a trained scale: 4 or 8 of each head's 16 dims rotated (2 or 4 frequencies: a
-    frequency order or a pairing of the wrong halves shows), weights of order one, relative tolerance."""
+    frequency order or a pairing of the wrong halves shows), weights of order one, relative tolerance;
+    Pythia's rotary base and another one (a base left at our default would pass with Pythia's alone)."""
     transformers = pytest.importorskip("transformers")
     hf_config = transformers.GPTNeoXConfig(
         vocab_size=96,
@@ -377,7 +378,7 @@ def test_hf_gpt_neox_parity(tmp_path, parallel, rotary_pct):
         num_attention_heads=4,
         intermediate_size=128,
         max_position_embeddings=48,
-        rotary_pct=rotary_pct,
+        rope_parameters={"rope_type": "default", "rope_theta": base, "partial_rotary_factor": rotary_pct},
         use_parallel_residual=parallel,
     )
     torch.manual_seed(0)
@@ -391,6 +392,7 @@ def test_hf_gpt_neox_parity(tmp_path, parallel, rotary_pct):
     hf.save_pretrained(tmp_path)
     ours = importers.from_pretrained(str(tmp_path)).eval()
     assert ours.config.rotary_dims == int(16 * rotary_pct) and ours.config.parallel_residual == parallel
+    assert ours.config.rope_base == base
     idx = torch.randint(0, 96, (2, 48))
     with torch.no_grad():
         expected = hf(idx).logits
