@@ -270,3 +270,28 @@ def test_the_two_stage_report_warns_when_runs_saw_different_batches(tmp_path, ca
         (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps + evals))
     compare.main([*map(str, tmp_path.iterdir()), "--tune=learning_rate", "--baseline=base", "--png="])
     assert "WARNING: the runs trained on different batches (first at step 2" in capsys.readouterr().out
+
+
+def test_compare_tunes_over_two_grid_keys_given_as_a_list(tmp_path):
+    """compare.py --tune='learning_rate, weight_decay' (a space after the comma, as typed): each arm's point
+    is the argmin over both keys, and stage 2 is read at that point."""
+    best = {"base": (1e-3, 0.1), "nlq": (3e-3, 0.0)}
+    runs = []
+    for arm, point in best.items():
+        for lr in (1e-3, 3e-3):
+            for wd in (0.0, 0.1):
+                runs.append(fake(arm, "tune", 1, lr, 3.0 if (lr, wd) == point else 3.4, weight_decay=wd))
+        runs += [fake(arm, "report", s, point[0], 3.0 - 0.02 * (arm == "nlq") + 0.01 * s, weight_decay=point[1])
+                 for s in (5, 6)]  # fmt: skip
+    for run in runs:
+        d = tmp_path / "runs" / run.name.replace(".", "_") / f"wd{run.config['weight_decay']}"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(run.config))
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.evals.values()))
+    out = tmp_path / "result.json"
+    dirs = [str(p) for p in sorted((tmp_path / "runs").glob("*/*"))]
+    compare.main([*dirs, "--tune=learning_rate, weight_decay", "--baseline=base", f"--json={out}", "--png="])
+    arms = json.loads(out.read_text())["arms"]
+    for arm, (lr, wd) in best.items():
+        assert arms[arm]["chosen"] == {"learning_rate": lr, "weight_decay": wd}
+    assert arms["nlq"]["val_loss_mean"] == pytest.approx(2.98 + 0.055)
