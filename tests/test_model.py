@@ -164,6 +164,20 @@ def test_causality_at_every_length(mode, pos, kv):
         assert not torch.allclose(a[:, -1], b[:, -1]), T
 
 
+@pytest.mark.parametrize("pos", ["learned", "rotary"])
+def test_generate_feeds_one_token_a_step_through_the_cache(pos):
+    """With the cache, the prompt is run once and each new token alone; once the context is full, each step
+    refills it from the last block_size tokens (their positions shift: nothing cached still holds), as
+    recomputation on the cropped context does (test_kv_cache_matches_recomputation)."""
+    model = tiny("residual_gelu", pos_embedding=pos, block_size=8)
+    lengths = []
+    forward = model.forward
+    record = lambda idx, **kw: lengths.append(idx.size(1)) or forward(idx, **kw)  # noqa: E731
+    with mock.patch.object(model, "forward", side_effect=record):
+        model.generate(torch.zeros(1, 5, dtype=torch.long), 6, temperature=0)
+    assert lengths == [5, 1, 1, 1, 8, 8]  # tokens 6, 7, 8 fill the cache; the 9th and 10th see the last 8
+
+
 def test_same_seed_same_init_other_seed_other_init():
     a, b, c = tiny("residual_gelu", seed=1), tiny("residual_gelu", seed=1), tiny("residual_gelu", seed=2)
     for (name, p), q in zip(a.named_parameters(), b.parameters()):
@@ -199,6 +213,16 @@ def test_gpt2s_initialisation_scales_the_residual_projections():
             assert linear.weight.std().item() == pytest.approx(std, rel=0.05), (i, name)
             assert linear.bias is None or not linear.bias.any(), (i, name)
     assert model.transformer.wte.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
+@pytest.mark.parametrize("mode", QUERY_MODES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_bias_means_a_bias_in_every_linear_and_layernorm_but_the_head(mode, bias):
+    """nanoGPT's bias flag: 'True: bias in Linears and LayerNorms' (the head has none, as GPT-2's); the query
+    modes' own layers included."""
+    model = tiny(mode, bias=bias)
+    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.LayerNorm)) and n != "lm_head"]
+    assert layers and all((m.bias is not None) == bias for _, m in layers), [n for n, m in layers]
 
 
 def test_attention_dropout_is_the_configs_in_training_and_none_in_evaluation():
