@@ -205,8 +205,9 @@ def test_gpt2s_initialisation_scales_the_residual_projections():
     n_layer, d = 8, 256
     model = GPT(GPTConfig(n_layer=n_layer, n_head=4, n_embd=d, block_size=32, vocab_size=512, bias=True,
                           preproj=True, content_skip=True, skip_init_std=1e-4))  # fmt: skip
-    expected = {"attn.c_proj": 0.02 / math.sqrt(2 * n_layer), "mlp.c_proj": 0.02 / math.sqrt(2 * n_layer),
-                "attn.c_attn": 0.02, "mlp.c_fc": 0.02, "preproj.up": 0.01, "preproj.down": 0.01, "skip": 1e-4}  # fmt: skip
+    residual = 0.02 / math.sqrt(2 * n_layer)
+    expected = {"attn.c_proj": residual, "mlp.c_proj": residual, "attn.c_attn": 0.02, "mlp.c_fc": 0.02,
+                "preproj.up": 0.01, "preproj.down": 0.01, "skip": 1e-4}  # fmt: skip
     for i, block in enumerate(model.transformer.h):
         for name, std in expected.items():
             linear = block.get_submodule(name)

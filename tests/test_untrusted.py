@@ -450,7 +450,8 @@ def test_dcp_metadata_that_is_no_metadata_or_cannot_be_read_is_one_line(tmp_path
 
     for value, kind in [({"state_dict_metadata": {}}, "dict"), ([1, 2], "list")]:
         (tmp_path / ".metadata").write_bytes(pickle.dumps(value, protocol=2))
-        with pytest.raises(UnsafeFile, match=rf"\.metadata holds a {kind}, not checkpoint metadata; nothing was loaded"):
+        words = rf"\.metadata holds a {kind}, not checkpoint metadata; nothing was loaded"
+        with pytest.raises(UnsafeFile, match=words):
             read_dcp_metadata(tmp_path / ".metadata")
     (tmp_path / "dir.metadata").mkdir()
     with pytest.raises(UnsafeFile, match=r"dir\.metadata cannot be read \(Is a directory\)"):
