@@ -7,9 +7,9 @@ The paper reports ||W_skip||_F rising from about 0.13 (layers 0-7) to about 0.30
 
 import argparse
 
-import checkpoint
-from errors import UserError, cli_main
-from figures import check_figure_path, save_figure
+from nlq.common.errors import UserError, cli_main
+from nlq.common.figures import check_figure_path, save_figure
+from nlq.run import checkpoint
 
 
 def skip_norms(state: dict) -> list[float]:

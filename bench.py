@@ -10,7 +10,7 @@ clock speed or load hit all modes alike; the table shows the median and the min-
 Synthetic token ids are used: timing does not depend on the data. Prefill and decode run as sample.py
 runs them (on a CPU in the weights' own dtype, decode_dtype=auto measured on linear), and the whole
 generation is also timed without the cache, as nanoGPT's generate runs (the training dtype). Under
-torchrun with --parallelism=ddp or fsdp, each mode's model is spread as train.py spreads it (parallel.py)
+torchrun with --parallelism=ddp or fsdp, each mode's model is spread as train.py spreads it (nlq/run/parallel.py)
 and only the training step is timed (batch_size rows per process); rank 0 reports.
 """
 
@@ -25,13 +25,13 @@ from typing import Annotated
 import torch
 import torch.distributed as dist
 
-import parallel
-from atomic import atomic_write_json
 from configurator import parse
-from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
-from errors import ConfigError
-from hardware import dtype_name, peak_flops, resolve_device, resolve_dtype
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
+from nlq.common.atomic import atomic_write_json
+from nlq.common.domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
+from nlq.common.errors import ConfigError
+from nlq.run import parallel
+from nlq.run.hardware import dtype_name, peak_flops, resolve_device, resolve_dtype
 from sample import decoding_precision
 from train import DeviceBatches, OptimizerStep, TrainConfig
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from atomic import atomic_write_json
 from configurator import parse
-from dataset import open_split
-from domains import At, Text, check
-from errors import ConfigError, cli_main
-from loader import TrainBatches
-from textprep import synthetic_play
+from nlq.common.atomic import atomic_write_json
+from nlq.common.domains import At, Text, check
+from nlq.common.errors import ConfigError, cli_main
+from nlq.data.dataset import open_split
+from nlq.data.loader import TrainBatches
+from nlq.data.textprep import synthetic_play
 
 ROOT = Path(__file__).resolve().parent
 
@@ -33,7 +33,7 @@ PLAIN_LOOP = textwrap.dedent("""
     import json, sys
     import numpy as np
     sys.path.insert(0, {root!r})
-    from tokenizer import EOT, gpt2_encoding
+    from nlq.data.tokenizer import EOT, gpt2_encoding
     enc, ids = gpt2_encoding(), []
     for line in open({src!r}):
         ids.extend(enc.encode_ordinary(json.loads(line)["text"]))

@@ -18,13 +18,13 @@ from typing import Annotated
 import torch
 import torch.nn.functional as F
 
-from atomic import atomic_write_json
 from configurator import parse
-from domains import DEVICE, At, OneOf, Text, check
-from errors import cli_main
-from hardware import autocast, resolve_device
-from memory import measured_peak_bytes
 from model import GPT
+from nlq.common.atomic import atomic_write_json
+from nlq.common.domains import DEVICE, At, OneOf, Text, check
+from nlq.common.errors import cli_main
+from nlq.run.hardware import autocast, resolve_device
+from nlq.run.memory import measured_peak_bytes
 
 
 @dataclass

@@ -21,15 +21,14 @@ import statistics
 from dataclasses import fields
 from pathlib import Path
 
-import official
-import tuning
-from atomic import atomic_write_json, atomic_write_text, check_writable
-from errors import UserError, cli_main
-from figures import check_figure_path, save_figure
-from memory import parameter_count
-from model import GPTConfig
-from rundir import read_metrics
-from stats import by_seed, paired, versus_baseline
+from model import GPTConfig, parameter_count
+from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
+from nlq.common.errors import UserError, cli_main
+from nlq.common.figures import check_figure_path, save_figure
+from nlq.comparison import tuning
+from nlq.comparison.stats import by_seed, paired, versus_baseline
+from nlq.paper import official
+from nlq.run.rundir import read_metrics
 
 
 class CompareError(UserError):
@@ -378,7 +377,7 @@ def run(argv):
 
 
 def tuned(runs, keys, baseline: str, args) -> None:
-    """The two-stage comparison (tuning.py): its table, and its JSON and figure where asked."""
+    """The two-stage comparison (nlq/comparison/tuning.py): its table, and its JSON and figure where asked."""
     result = tuning.report(runs, keys, baseline)
     result["batches"] = fingerprint_report(runs)  # every run of both stages on the same batches, step by step
     lines = [*tuning.markdown(result), "", result["batches"]]

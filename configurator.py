@@ -6,7 +6,7 @@
 Arguments apply left to right. Every key must be a field of one of the given dataclasses (a typo is an
 error that suggests the nearest keys) and every value must fit the field's type. A bare --flag sets a
 bool field to True. Tuple fields take a comma list (--tasks=lambada,wikitext) or Python syntax. --help
-lists every field with its type, its domain (domains.py), its default and the comment written beside it in
+lists every field with its type, its domain (nlq/common/domains.py), its default and the comment written beside it in
 the dataclass, so the help cannot drift from the code.
 """
 
@@ -21,8 +21,8 @@ import tokenize
 import types
 import typing
 
-from domains import domain_of
-from errors import ConfigError
+from nlq.common.domains import domain_of
+from nlq.common.errors import ConfigError
 
 
 def _type_name(tp) -> str:

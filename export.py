@@ -7,7 +7,7 @@ read sharded checkpoints directly). The whole model and its optimizer state are 
 memory (about 16 bytes per parameter in float32: 43 GB for 2.7B parameters).
 
 --format=hf / gpt2: the newest checkpoint of out_dir (single file, sharded, or an official one of arXiv
-2603.13381) as a Hugging Face directory that transformers, lm-eval and the Hub load (hf_export.py): 'hf' for
+2603.13381) as a Hugging Face directory that transformers, lm-eval and the Hub load (nlq/interop/hf_export.py): 'hf' for
 any model, with its modeling code (trust_remote_code=True); 'gpt2' a plain GPT2LMHeadModel where GPT-2 can
 express the model.
 
@@ -20,11 +20,11 @@ express the model.
 import argparse
 from pathlib import Path
 
-import checkpoint
-import hf_export
-from atomic import check_writable
-from errors import UserError, cli_main
-from start import freeze_pretrained
+from nlq.common.atomic import check_writable
+from nlq.common.errors import UserError, cli_main
+from nlq.interop import hf_export
+from nlq.run import checkpoint
+from nlq.run.start import freeze_pretrained
 from train import TrainConfig, make_optimizer
 
 

@@ -39,13 +39,13 @@ import torch
 
 import bench
 import train
-from atomic import atomic_write_json
 from configurator import parse
-from dataset import write_dataset
-from errors import UserError, cli_main
-from hardware import resolve_device
 from model import GPT, QUERY_MODES, GPTConfig
-from rundir import read_metrics
+from nlq.common.atomic import atomic_write_json
+from nlq.common.errors import UserError, cli_main
+from nlq.data.dataset import write_dataset
+from nlq.run.hardware import resolve_device
+from nlq.run.rundir import read_metrics
 
 ROOT = Path(__file__).resolve().parent
 LOOP_MODES = ("linear", "residual_gelu")

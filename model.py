@@ -14,15 +14,15 @@ queries with mlp_ratio=4.75; query_mode='wide_mlp' is still read as exactly that
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Annotated
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cpu_linear import Linear
-from domains import At, OneOf, check
+from nlq.common.domains import At, OneOf, check
+from nlq.run.cpu_linear import Linear
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,6 @@ WIDE_MLP_RATIO = 4.75  # the paper's wide-MLP arm: 4.75 d = 3648 hidden units at
 PROBE_FIELDS = ("dropout", "preproj", "preproj_ratio", "content_skip", "skip_init_std", "lora_rank", "lora_alpha")
 ACTIVATIONS = ("gelu", "gelu_tanh")
 POS_EMBEDDINGS = ("learned", "rotary")
-
-
-def width_ratio(hidden: int, d: int) -> float:
-    """The ratio r with int(r * d) == hidden, for fields that give a width as a multiple of n_embd (a plain
-    hidden / d can land one below after rounding)."""
-    ratio = hidden / d
-    while int(ratio * d) < hidden:
-        ratio = math.nextafter(ratio, math.inf)
-    return ratio
 
 
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")  # what torch.compile and DDP put before parameter names
@@ -466,12 +457,25 @@ class GPT(nn.Module):
 
     @classmethod
     def from_pretrained(cls, model_type: str, override_args: dict | None = None) -> "GPT":
-        """nanoGPT's GPT.from_pretrained('gpt2', dict(dropout=0.0)): importers.from_pretrained, which also takes
-        GPT-2 sizes, Pythia, local Hugging Face directories and this project's exports; override_args may set
-        the fields a checkpoint has no say in (dropout, the probe's additions)."""
-        import importers
+        """nanoGPT's GPT.from_pretrained('gpt2', dict(dropout=0.0)), which also takes GPT-2 sizes, Pythia, local
+        Hugging Face directories and this project's exports (nlq/interop/importers.py reads them, running no
+        code). override_args may set fields the checkpoint has no say in (dropout, preproj, content_skip,
+        lora_rank, ...); the parameters they add keep their fresh initialisation. The model's size is checked
+        against free memory before any weights are read."""
+        from nlq.interop import importers
+        from nlq.run.hardware import check_fits
 
-        return importers.from_pretrained(model_type, **(override_args or {}))
+        pretrained = importers.open_pretrained(model_type)
+        try:
+            config = GPTConfig(**pretrained.config_fields(override_args or {}))
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:  # out of its domain
+            raise pretrained.config_error(e) from None
+        if not pretrained.export and config.query_mode != "linear":
+            raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
+        check_fits(parameter_count(config), 8, "cpu", "float32 weights, held twice while they are copied")
+        model = cls(config)
+        importers.copy_weights(model, pretrained.weights(), pretrained.source)
+        return model
 
     def get_num_params(self, non_embedding: bool = True) -> int:
         """nanoGPT's count: every parameter, less the position table if non_embedding. The token table is kept,
@@ -510,7 +514,7 @@ class GPT(nn.Module):
         query MLP's included). peak_flops: None takes hardware.peak_flops for the parameters' device in
         bfloat16 (a GPU's data sheet, a CPU's matmul peak measured once); NaN when no peak is known (nanoGPT
         assumes an A100's 312 TFLOP/s)."""
-        import hardware
+        from nlq.run import hardware
 
         T = self.config.block_size
         if peak_flops is None:
@@ -615,3 +619,26 @@ class GPT(nn.Module):
                     nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
                 idx = torch.cat((idx, nxt), dim=1)
         return idx
+
+
+def parameter_count(config, non_embedding: bool = False) -> int:
+    """The model's parameters (GPT.num_params), exactly, without building it (by_depth)."""
+    return by_depth(config, lambda model: model.num_params(non_embedding))
+
+
+def training_flops_per_token(config, seq_len: int) -> float:
+    """GPT.flops_per_token of a training step at seq_len, without building the model (by_depth)."""
+    return by_depth(config, lambda model: model.flops_per_token(seq_len))
+
+
+def by_depth(config, measure):
+    """measure(model) of the model config describes, at any depth, from models of one and of two blocks
+    on the meta device: every block is alike, so the measure is linear in n_layer. A model that a file
+    describes is never built, even on the meta device, just to be measured."""
+
+    def at(n_layer: int):
+        with torch.device("meta"):
+            return measure(GPT(replace(config, n_layer=n_layer)))
+
+    one, two = at(1), at(2)
+    return one + (two - one) * (config.n_layer - 1)

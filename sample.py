@@ -17,12 +17,12 @@ from typing import Annotated
 
 import torch
 
-from checkpoint import load_for_inference
 from configurator import parse
-from domains import DEVICE, DTYPE, AnyText, At, Text, check
-from errors import ConfigError, cli_main
-from hardware import autocast, choose_cpu_dtype, resolve_device, resolve_dtype
-from tokenizer import codec, tokenizer_vocab
+from nlq.common.domains import DEVICE, DTYPE, AnyText, At, Text, check
+from nlq.common.errors import ConfigError, cli_main
+from nlq.data.tokenizer import codec, tokenizer_vocab
+from nlq.run.checkpoint import load_for_inference
+from nlq.run.hardware import autocast, choose_cpu_dtype, resolve_device, resolve_dtype
 
 
 @dataclass

@@ -9,7 +9,7 @@
         --launcher="torchrun --standalone --nproc_per_node=8"            # SLURM job arrays (submitit)
     python sweep.py config/mini_*.py --grid=learning_rate=1e-3,4e-3 --tune_seeds=1 --seeds=2,3,4   # fair
 
-With --grid (tuning.py): stage 1 runs every arm x grid point on --tune_seeds (OUT_ROOT/tune-ARM-KEY=V-sS,
+With --grid (nlq/comparison/tuning.py): stage 1 runs every arm x grid point on --tune_seeds (OUT_ROOT/tune-ARM-KEY=V-sS,
 shortened by --tune_iters), each arm's point of lowest mean final loss is chosen, stage 2 runs the chosen
 points on --seeds (disjoint from the tune seeds), and the comparison is of stage 2 alone.
 
@@ -38,14 +38,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import checkpoint
-import cluster
 import compare
-import tuning
 from configurator import parse
-from errors import UserError, cli_main
 from model import GPTConfig
-from rundir import read_metrics
+from nlq.common.errors import UserError, cli_main
+from nlq.comparison import cluster, tuning
+from nlq.run import checkpoint
+from nlq.run.rundir import read_metrics
 from train import TrainConfig, format_eta
 
 ROOT = Path(__file__).resolve().parent
@@ -342,7 +341,8 @@ def check_executor(args) -> None:
 
 def two_stage(args, extra, seeds):
     """Stage 1, every arm x grid point x tune seed; each arm's point chosen; stage 2, each arm's point x
-    fresh seed; the comparison of stage 2 (tuning.py). Run again, it continues in whichever stage it was."""
+    fresh seed; the comparison of stage 2 (nlq/comparison/tuning.py). Run again, it continues in whichever
+    stage it was."""
     keys, points = grid_points(args.grid, extra)
     if not args.grid or not args.tune_seeds:
         raise UserError("--grid=KEY=V1,V2 and --tune_seeds=S go together: a grid tuned on seeds, reported on --seeds")
@@ -460,7 +460,8 @@ def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict
 
 
 def submit_all(todo, args, extra) -> dict:
-    """Every (run, its state) of todo as a submitit job (cluster.py), waited for: the failures, as run_all's."""
+    """Every (run, its state) of todo as a submitit job (nlq/comparison/cluster.py), waited for: the failures,
+    as run_all's."""
     folder = Path(args.out_root) / "submitit"
     ex = cluster.make_executor(
         args.executor, folder, args.slurm_partition, args.slurm_gpus, args.slurm_time, args.slurm_parallelism

@@ -9,12 +9,12 @@
 
 Settings are the fields of TrainConfig below and of model.GPTConfig, set by config files and
 --key=value overrides (configurator.py; --help lists them). The batches of step s are a pure function of
-(data_seed, s) (loader.py), so every arm of a comparison, every world size and every resumed run sees
+(data_seed, s) (nlq/data/loader.py), so every arm of a comparison, every world size and every resumed run sees
 the same data; each logged step records a fingerprint of its global batch to prove it.
 
 The file reads top to bottom as the run does: distributed setup, data, the out_dir and how the run
 starts, the model, the optimizer, then the Trainer's loop of steps, evaluations and saves. How the model
-is spread over processes (DDP, FSDP, activation checkpointing) is parallel.py's.
+is spread over processes (DDP, FSDP, activation checkpointing) is nlq/run/parallel.py's.
 """
 
 import math
@@ -27,26 +27,12 @@ from typing import Annotated
 import torch
 import torch.distributed as dist
 
-import checkpoint
-import importers
-import parallel
-import start
 from configurator import parse
-from dataset import check_token_ids, load_meta, open_split
-from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
-from errors import ConfigError, UserError
-from hardware import (
-    autocast,
-    cached_cpu_flops,
-    choose_cpu_dtype,
-    dtype_name,
-    machine_cached,
-    peak_flops,
-    resolve_device,
-    resolve_dtype,
-    set_tf32,
-)
-from loader import (
+from model import GPT, GPTConfig
+from nlq.common.domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
+from nlq.common.errors import ConfigError, UserError
+from nlq.data.dataset import check_token_ids, load_meta, open_split
+from nlq.data.loader import (
     OFFICIAL_EVAL,
     OFFICIAL_STEPS,
     SAMPLINGS,
@@ -59,10 +45,22 @@ from loader import (
     official_train_table,
     windows,
 )
-from memory import print_estimate
-from model import GPT, GPTConfig
-from parallel import Dist
-from rundir import RunDir, Wandb
+from nlq.interop import importers
+from nlq.run import checkpoint, parallel, start
+from nlq.run.hardware import (
+    autocast,
+    cached_cpu_flops,
+    choose_cpu_dtype,
+    dtype_name,
+    machine_cached,
+    peak_flops,
+    resolve_device,
+    resolve_dtype,
+    set_tf32,
+)
+from nlq.run.memory import print_estimate
+from nlq.run.parallel import Dist
+from nlq.run.rundir import RunDir, Wandb
 
 
 @dataclass

@@ -31,15 +31,15 @@ from typing import Annotated
 
 import torch
 
-import taskdata
-from atomic import atomic_write_json, check_writable
-from checkpoint import load_for_inference
 from configurator import parse
-from dataset import DataError
-from domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
-from errors import ConfigError, cli_main
-from hardware import autocast, dtype_name, resolve_device, resolve_dtype
-from scoring import checked_encoder, loglikelihoods
+from nlq.common.atomic import atomic_write_json, check_writable
+from nlq.common.domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
+from nlq.common.errors import ConfigError, cli_main
+from nlq.data.dataset import DataError
+from nlq.eval import taskdata
+from nlq.eval.scoring import checked_encoder, loglikelihoods
+from nlq.run.checkpoint import load_for_inference
+from nlq.run.hardware import autocast, dtype_name, resolve_device, resolve_dtype
 
 TASKS = ("lambada", "hellaswag", "arc_easy", "wikitext")
 
@@ -224,7 +224,7 @@ def run_harness(cfg: EvalConfig, model, meta, device, dtype, out: Path):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    import harness
+    from nlq.eval import harness
 
     lm = harness.ProjectLM(model, meta, batch_size=cfg.batch_size, device=device)
     tasks = TaskManager(include_path=cfg.harness_include) if cfg.harness_include else TaskManager()

@@ -2,10 +2,10 @@
 module the tests catch. Not part of .ci/run (minutes to hours); run it on a module you changed, before and
 after writing its tests (docs/contributing.md).
 
-    python .ci/mutate.py stats.py                      # every mutant of one module
+    python .ci/mutate.py nlq/comparison/stats.py       # every mutant of one module
     python .ci/mutate.py model.py --sample=60          # 60 of them, drawn with a fixed seed
     python .ci/mutate.py compare.py --tests="tests/test_tools.py -k compare" --sample=40 --seed=2
-    python .ci/mutate.py stats.py --sample=30 --tests_from=1a2d861   # the same mutants against older tests
+    python .ci/mutate.py nlq/comparison/stats.py --sample=30 --tests_from=REV   # the same mutants, older tests
 
 The working tree (tracked files and untracked ones git does not ignore, as they are now) is copied to a
 scratch directory, mutmut's settings for the module are added to the copy's pyproject.toml, and each mutant
@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = {  # module -> the pytest arguments selecting the tests that check it, fast ones first
     "model.py": ["tests/test_model.py", "tests/test_nanogpt_api.py"],
-    "loader.py": ["tests/test_data.py", "tests/test_official.py"],
-    "official.py": ["tests/test_official.py"],
-    "scoring.py": ["tests/test_probe.py", "tests/test_harness.py"],
+    "nlq/data/loader.py": ["tests/test_data.py", "tests/test_official.py"],
+    "nlq/paper/official.py": ["tests/test_official.py"],
+    "nlq/eval/scoring.py": ["tests/test_probe.py", "tests/test_harness.py"],
     "compare.py": [
         "tests/test_tools.py",
         "tests/test_tuning.py",
@@ -38,24 +38,34 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
         "-k",
         "compare or report or order or batches or official_log or train_eval_row",
     ],
-    "stats.py": ["tests/test_tools.py", "tests/test_tuning.py", "-k", "compare or report or order or holm"],
-    "tuning.py": ["tests/test_tuning.py", "-k", "not sweep and not submitit"],
-    "safe_load.py": ["tests/test_untrusted.py"],
-    "checkpoint.py": ["tests/test_damaged_checkpoints.py", "tests/test_untrusted.py", "tests/test_safety.py"],
-    "importers.py": [
+    "nlq/comparison/stats.py": [
+        "tests/test_tools.py",
+        "tests/test_tuning.py",
+        "-k",
+        "compare or report or order or holm",
+    ],
+    "nlq/comparison/tuning.py": ["tests/test_tuning.py", "-k", "not sweep and not submitit"],
+    "nlq/common/safe_load.py": ["tests/test_untrusted.py"],
+    "nlq/run/checkpoint.py": ["tests/test_damaged_checkpoints.py", "tests/test_untrusted.py", "tests/test_safety.py"],
+    "nlq/interop/importers.py": [
         "tests/test_model.py",
         "tests/test_untrusted.py",
         "tests/test_export.py::test_an_hf_export_gives_this_models_logits_tokens_and_round_trip",
     ],
-    "hf/modeling_nlq.py": ["tests/test_hf_model.py", "tests/test_export.py", "-k", "not lm_eval and not trainer"],
-    "hf_export.py": ["tests/test_export.py", "tests/test_hf_model.py", "-k", "not lm_eval and not trainer"],
+    "nlq/interop/hf/modeling_nlq.py": [
+        "tests/test_hf_model.py",
+        "tests/test_export.py",
+        "-k",
+        "not lm_eval and not trainer",
+    ],
+    "nlq/interop/hf_export.py": ["tests/test_export.py", "tests/test_hf_model.py", "-k", "not lm_eval and not trainer"],
 }
 # Tests that read the modules' text rather than run them: under mutmut they read the mutated copy, every
 # mutant at once, and fail whichever mutant is active.
 SOURCE_SCANS = ["tests/test_untrusted.py::test_every_load_goes_through_safe_load"]
 KILLED = {"killed", "timeout", "segfault"}  # mutmut's words: a test failed, or the mutant ran too long or crashed
 SURVIVED = {"survived", "no tests"}  # the tests passed, or none of them executed the mutated function
-# transformers imports an export's modeling file (a copy of hf/) under a module name of its own, and mutmut
+# transformers imports an export's modeling file (a copy of nlq/interop/hf/) under a module name of its own, and mutmut
 # switches mutants by module name: without this, a test that loads an export never runs a mutant of hf/.
 # Appended to the scratch copy's tests/conftest.py only: the export's classes become hf's, the same source.
 SAME_MODULE_AS_HF = """
@@ -71,7 +81,7 @@ _load_class = _dynamic.get_class_in_module
 def _hf_class(class_name, module_path, **kwargs):
     stem = _Path(module_path).stem
     if stem in ("modeling_nlq", "configuration_nlq"):
-        return getattr(_importlib.import_module(f"hf.{stem}"), class_name)
+        return getattr(_importlib.import_module(f"nlq.interop.hf.{stem}"), class_name)
     return _load_class(class_name, module_path, **kwargs)
 
 
@@ -130,7 +140,7 @@ def run(args) -> float:
     if shutil.which("mutmut") is None:
         sys.exit("error: mutmut is not installed: pip install mutmut==3.8.1 (the version this script was written for)")
     if not (ROOT / module).is_file():
-        sys.exit(f"error: {module} is not a file of this repo; give a path such as model.py or hf/modeling_nlq.py")
+        sys.exit(f"error: {module} is not a file of this repo; give a path such as model.py or nlq/run/checkpoint.py")
     tests = args.tests.split() if args.tests else TESTS.get(module)
     if not tests:
         sys.exit(f"error: no default tests for {module}: pass --tests='tests/test_x.py -k ...'")
@@ -144,7 +154,7 @@ def run(args) -> float:
             )
             subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
             tests = tests_present(dest, tests, args.tests_from)
-        if module.startswith("hf/"):
+        if module.startswith("nlq/interop/hf/"):
             with open(dest / "tests" / "conftest.py", "a") as f:
                 f.write(SAME_MODULE_AS_HF)
         configure(dest, module, tests)
@@ -171,7 +181,7 @@ def run(args) -> float:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("module", help="a module of the repo, e.g. model.py or hf/modeling_nlq.py")
+    p.add_argument("module", help="a module of the repo, e.g. model.py or nlq/interop/hf/modeling_nlq.py")
     p.add_argument("--tests", help="pytest arguments, e.g. 'tests/test_x.py -k y' (default: the module's, TESTS)")
     p.add_argument("--tests_from", help="a git revision: its tests/ instead of the working tree's (a before score)")
     p.add_argument("--sample", type=int, default=0, help="run this many mutants, drawn with --seed (0: all)")

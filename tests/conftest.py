@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from textprep import synthetic_play
+from nlq.data.textprep import synthetic_play
 
 ROOT = Path(__file__).resolve().parents[1]
 

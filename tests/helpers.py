@@ -19,7 +19,7 @@ import torch
 
 import train
 from model import GPT, QUERY_MODES, GPTConfig, LoRA
-from tokenizer import codec
+from nlq.data.tokenizer import codec
 
 
 def tiny_args(data_dir, out_dir, **overrides):

@@ -12,14 +12,13 @@ from helpers import tiny_args
 
 import bench
 import bench_data
-import checkpoint
-import hardware
 import sample
 import train
 import zeroshot
 from configurator import parse
-from errors import ConfigError
 from model import GPTConfig
+from nlq.common.errors import ConfigError
+from nlq.run import checkpoint, hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {
@@ -157,7 +156,7 @@ def test_train_console_header_and_closing_summary(char_data, tmp_path, capsys):
 
 def test_a_cpu_peak_is_measured_once_per_machine(tmp_path, monkeypatch):
     """Two runs on one machine compute their MFU against the same peak: measured once, then read back."""
-    import hardware
+    from nlq.run import hardware
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     measured = iter([1.5e11, 4e11, 9e11])

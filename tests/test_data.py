@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from dataset import DataError, load_meta, open_split, write_dataset
-from loader import TrainBatches, fixed_offsets
 from model import GPT, GPTConfig
-from textprep import synthetic_play
-from tokenizer import EOT, codec, gpt2_encoding
+from nlq.data.dataset import DataError, load_meta, open_split, write_dataset
+from nlq.data.loader import TrainBatches, fixed_offsets
+from nlq.data.textprep import synthetic_play
+from nlq.data.tokenizer import EOT, codec, gpt2_encoding
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = np.arange(10_000, dtype=np.uint16) % 997  # rows of the batch identify where they came from
@@ -259,7 +259,7 @@ def test_shakespeare_char_prepare(tmp_path, corpus_file):
 
 
 def test_pretrained_tokenizer_choice(tmp_path):
-    from tokenizer import pretrained_tokenizer
+    from nlq.data.tokenizer import pretrained_tokenizer
 
     assert pretrained_tokenizer("gpt2-medium") == {"tokenizer": "gpt2"}
     assert pretrained_tokenizer("EleutherAI/pythia-160m") == {"tokenizer": "hf", "name": "EleutherAI/pythia-160m"}
@@ -316,7 +316,7 @@ def test_openwebtext_prepare_of_one_local_text_file(tmp_path):
 
 def test_eval_data_from_the_hub_uses_the_named_dataset(monkeypatch):
     datasets = pytest.importorskip("datasets")
-    import taskdata
+    from nlq.eval import taskdata
 
     asked = []
 

@@ -13,13 +13,12 @@ from helpers import error_of, tiny_args
 import bench
 import bench_data
 import bench_head
-import checkpoint
-import domains
-import memory
 import sample
 import train
 import zeroshot
 from model import GPTConfig
+from nlq.common import domains
+from nlq.run import checkpoint, hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_POINTS = {  # every config class, and the scripts that parse it
@@ -104,7 +103,7 @@ def test_a_value_outside_its_domain_in_a_checkpoint_is_one_line(char_data, tmp_p
 
 
 def test_a_model_that_cannot_fit_is_refused_before_allocation(char_data, tmp_path):
-    vocab = int(memory.free_bytes("cpu") / 4 / 32 * 2)  # the 32-wide embedding table alone: twice what is free
+    vocab = int(hardware.free_bytes("cpu") / 4 / 32 * 2)  # the 32-wide embedding table alone: twice what is free
     message = error_of(tiny_args(char_data, tmp_path / "big", vocab_size=vocab))
     assert re.search(r"the model has [\d,]+ parameters: its float32 weights need [\d,.]+ GiB, more than", message)
     assert "GiB free on cpu" in message and not (tmp_path / "big").exists()

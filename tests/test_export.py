@@ -10,12 +10,11 @@ import torch
 from helpers import EXPORT_SHAPES, error_of, export_model, tiny_args
 
 import export
-import hf_export
-import importers
 import train
-from dataset import write_dataset
 from model import GPT, GPTConfig
-from tokenizer import gpt2_encoding
+from nlq.data.dataset import write_dataset
+from nlq.data.tokenizer import gpt2_encoding
+from nlq.interop import hf_export
 
 transformers = pytest.importorskip("transformers")
 
@@ -70,7 +69,7 @@ def test_an_hf_export_gives_this_models_logits_tokens_and_round_trip(tmp_path, s
         mine = model.generate(prompt, 10, temperature=0)
         generated = loaded.generate(prompt, max_new_tokens=10, do_sample=False, attention_mask=torch.ones_like(prompt))
         assert torch.equal(generated, mine)
-        again = importers.from_pretrained(str(tmp_path / "hf")).eval()  # no code of the export is run
+        again = GPT.from_pretrained(str(tmp_path / "hf")).eval()  # no code of the export is run
         assert_close_relative(again(x)[0], logits)
     assert not any(".lora_" in k for k in again.state_dict())  # merged on the way out
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=False)
@@ -123,7 +122,7 @@ def bpe_run(tmp_path_factory):
 def test_export_cli_from_a_sharded_run_and_its_refusals(bpe_run, tmp_path):
     run = bpe_run / "run"
     export.main([f"--out_dir={run}", "--format=hf", f"--dest={tmp_path / 'hf'}"])
-    model = importers.from_pretrained(str(tmp_path / "hf"))
+    model = GPT.from_pretrained(str(tmp_path / "hf"))
     assert model.config.query_mode == "residual_gelu"
     cases = [
         ([f"--out_dir={tmp_path / 'nothing'}", "--format=hf", f"--dest={tmp_path / 'a'}"], "holds no checkpoint"),

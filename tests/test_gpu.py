@@ -9,10 +9,10 @@ import pytest
 import torch
 from helpers import torchrun
 
-import checkpoint
 import train
-from hardware import set_tf32
 from model import GPT, QUERY_MODES, GPTConfig
+from nlq.run import checkpoint
+from nlq.run.hardware import set_tf32
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -113,7 +113,7 @@ def test_an_optimizer_step_never_makes_the_host_wait(mode):
     warm-up step, train.py's optimizer step (micro-batches from pageable host memory, staged in pinned
     memory with the next one prefetched; bf16 autocast, the chunked head loss, clipping, the divergence
     guard, fused AdamW) runs under it without one."""
-    import parallel
+    from nlq.run import parallel
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, vocab_size=65, query_mode=mode)).cuda()

@@ -12,9 +12,9 @@ from helpers import Successor, encode_chars, error_of, tiny_args  # noqa: E402
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-import harness  # noqa: E402
 import train  # noqa: E402
 import zeroshot  # noqa: E402
+from nlq.eval import harness  # noqa: E402
 
 MC_ITEMS = [  # the items of zeroshot's own known-answer test
     {"context": "abc", "endings": ["x", "de", "dx", "zz"], "label": 1},

@@ -10,9 +10,9 @@ import pytest
 import torch
 from helpers import EXPORT_SHAPES, export_model
 
-import hf_export
 from model import QUERY_MODES
-from tokenizer import gpt2_encoding
+from nlq.data.tokenizer import gpt2_encoding
+from nlq.interop import hf_export
 
 transformers = pytest.importorskip("transformers")
 

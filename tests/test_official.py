@@ -14,13 +14,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from helpers import error_of, records, tiny_args
 
-import checkpoint
-import official
 import sample
 import train
-from errors import UserError
-from loader import TrainBatches
 from model import GPT, GPTConfig
+from nlq.common.errors import UserError
+from nlq.data.loader import TrainBatches
+from nlq.paper import official
+from nlq.run import checkpoint
 from train import TrainConfig, make_optimizer
 
 MODES = ["original", "identity", "residual", "residual_gelu"]
@@ -431,7 +431,7 @@ def test_prepare_writes_the_bytes_of_nanogpts_openwebtext_procedure(tmp_path):
     import sys
 
     datasets = pytest.importorskip("datasets")
-    from tokenizer import gpt2_encoding
+    from nlq.data.tokenizer import gpt2_encoding
 
     docs = [f"Document {i}: {'a tale of two cities ' * (i % 5 + 1)}\n\nThe end {i}." for i in range(2001)]
     src = tmp_path / "owt.jsonl"
@@ -630,7 +630,7 @@ def test_the_official_evaluation_tables_hold_600_evaluations_and_1024_token_wind
 def test_an_official_index_file_holds_at_most_its_full_count_of_rows(tmp_path):
     """Its train_indices.npy is (600000, 480); a file of its first rows is a prefix, one row more is no file of
     its (loader.official_table with a full count of 5 rows of 3 offsets here)."""
-    from loader import official_table
+    from nlq.data.loader import official_table
 
     first = np.array([4, 0, 9])
     for n in (1, 5, 6, 0):

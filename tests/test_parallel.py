@@ -11,14 +11,11 @@ import torch
 from helpers import error_of, killed_at_random, records, snapshot, tiny_args, torchrun
 
 import bench
-import checkpoint
 import export
-import importers
-import memory
-import parallel
 import sample
 import train
 from model import GPT, GPTConfig
+from nlq.run import checkpoint, memory, parallel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,7 +117,7 @@ def test_the_frozen_probe_under_fsdp_trains_only_the_new_parameters(char_data, t
     fsdp(char_data, tmp_path / "fsdp", **probe)
     assert_same_losses(tmp_path / "fsdp", tmp_path / "one", 1e-5)
     model, ckpt = checkpoint.load_model(checkpoint.latest(tmp_path / "fsdp"))
-    before = importers.from_pretrained(str(tmp_path / "gpt2")).state_dict()
+    before = GPT.from_pretrained(str(tmp_path / "gpt2")).state_dict()
     after = model.state_dict()
     assert all(torch.equal(after[k], before[k]) for k in before if not GPT.is_added(k))
     assert any(not torch.equal(after[k], before.get(k, after[k] * 0)) for k in after if GPT.is_added(k))
@@ -167,7 +164,7 @@ def test_sigkill_during_sharded_saves_leaves_the_previous_checkpoint_loadable(tm
     writer = textwrap.dedent(f"""
         import sys, torch
         sys.path.insert(0, {str(ROOT)!r})
-        import checkpoint
+        from nlq.run import checkpoint
         model = torch.nn.Linear(1000, 2000)
         optimizer = torch.optim.AdamW(model.parameters())
         print("ready", flush=True)

@@ -9,16 +9,14 @@ import torch
 from helpers import Successor, encode_chars
 
 import analyze_skip
-import checkpoint
-import importers
-import scoring
-import taskdata
 import train
 import zeroshot
 from configurator import parse
-from dataset import DataError, open_split, write_dataset
 from model import GPT, GPTConfig
-from tokenizer import EOT, gpt2_encoding
+from nlq.data.dataset import DataError, open_split, write_dataset
+from nlq.data.tokenizer import EOT, gpt2_encoding
+from nlq.eval import scoring, taskdata
+from nlq.run import checkpoint
 
 transformers = pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,13 +91,13 @@ def test_frozen_probe_trains_only_the_new_parameters(data_dir, tmp_path, kind, c
     path = pretrained(tmp_path, kind)
     train.main(probe_args(data_dir, tmp_path / "run", path))
     assert "trainable" in capsys.readouterr().out
-    before = importers.from_pretrained(str(path)).state_dict()
+    before = GPT.from_pretrained(str(path)).state_dict()
     after = checkpoint.load(tmp_path / "run" / "ckpt.pt")["model"]
     frozen = [k for k in after if not GPT.is_added(k)]
     added = [k for k in after if GPT.is_added(k)]
     assert frozen and added
     assert all(torch.equal(after[k], before[k]) for k in frozen)
-    fresh = importers.from_pretrained(str(path), preproj=True, content_skip=True)
+    fresh = GPT.from_pretrained(str(path), dict(preproj=True, content_skip=True))
     assert all(after[k].shape == fresh.state_dict()[k].shape for k in added)
     assert not torch.equal(after["transformer.h.0.skip.weight"], torch.zeros_like(after["transformer.h.0.skip.weight"]))
 

@@ -17,13 +17,11 @@ import pytest
 import torch
 from helpers import error_of, snapshot, tiny_args, torchrun
 
-import checkpoint
 import compare
-import parallel
-import start
 import train
-from dataset import DataError, open_split, write_dataset
 from model import GPT
+from nlq.data.dataset import DataError, open_split, write_dataset
+from nlq.run import checkpoint, parallel, start
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,8 +83,8 @@ def test_one_training_process_per_out_dir(char_data, tmp_path):
         [
             sys.executable,
             "-c",
-            f"import rundir, time; r = rundir.RunDir({str(tmp_path)!r}); r.lock(); print('ok', flush=True); "
-            "time.sleep(600)",
+            f"import time; from nlq.run import rundir; r = rundir.RunDir({str(tmp_path)!r}); r.lock(); "
+            "print('ok', flush=True); time.sleep(600)",
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -158,7 +156,7 @@ def test_a_cut_metrics_line_is_dropped_and_a_damaged_one_named(char_data, tmp_pa
 
 
 def test_sizes_are_said_in_the_unit_that_shows_them():
-    from atomic import size
+    from nlq.common.atomic import size
 
     assert [size(n) for n in (0, 900, 5000, 3 * 2**20, 3 * 2**30)] == [
         "0 bytes", "900 bytes", "4.9 KiB", "3.0 MiB", "3.0 GiB"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint
 import sweep
 import train
+from nlq.run import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 ARM = """

@@ -14,7 +14,7 @@ import compare
 import sample
 import train
 import zeroshot
-from checkpoint import load_for_inference
+from nlq.run.checkpoint import load_for_inference
 
 ROOT = Path(__file__).resolve().parents[1]
 

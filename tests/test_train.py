@@ -12,12 +12,11 @@ import pytest
 import torch
 from helpers import error_of, killed_at_random, records, tiny_args, torchrun
 
-import checkpoint
-import hardware
 import train
 from configurator import parse
-from errors import ConfigError
 from model import GPTConfig, clean_state_dict
+from nlq.common.errors import ConfigError
+from nlq.run import checkpoint, hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,8 +76,8 @@ def test_an_accumulated_step_takes_the_gradient_of_the_whole_batch(mode):
     """One SGD step of lr 1 through train.py's optimizer step, its 8 rows as 1, 2 or 4 micro-batches: the same
     weight change, -(the mean loss's gradient over all 8 rows) computed here in one pass. AdamW would hide a
     gradient scaled by the number of micro-batches; SGD moves by the gradient itself."""
-    import parallel
     from model import GPT
+    from nlq.run import parallel
 
     torch.manual_seed(0)
     rows = torch.randint(0, 65, (8, 17))
@@ -118,7 +117,7 @@ def test_sigkill_during_checkpoint_writes_never_leaves_an_unloadable_checkpoint(
     writer = textwrap.dedent(f"""
         import sys, torch
         sys.path.insert(0, {str(ROOT)!r})
-        import checkpoint
+        from nlq.run import checkpoint
         path = {str(tmp_path / "ckpt.pt")!r}
         big = torch.zeros(4_000_000)
         checkpoint.save({{"model": {{"w": big}}, "model_args": {{}}, "version": 0}}, path)

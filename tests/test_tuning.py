@@ -13,8 +13,8 @@ from helpers import error_of
 
 import compare
 import sweep
-import tuning
-from stats import holm
+from nlq.comparison import tuning
+from nlq.comparison.stats import holm
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = dict(n_layer=1, n_head=2, n_embd=16, block_size=16, vocab_size=65, batch_size=2, gradient_accumulation_steps=1)

@@ -16,14 +16,13 @@ import torch
 from helpers import error_of, snapshot, tiny_args
 
 import analyze_skip
-import checkpoint
 import export
-import importers
 import sample
 import train
 import zeroshot
-from errors import UserError
-from safe_load import UnsafeFile, dcp_planner, numpy_array, torch_load
+from nlq.common.errors import UserError
+from nlq.common.safe_load import UnsafeFile, dcp_planner, numpy_array, torch_load
+from nlq.run import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -354,7 +353,7 @@ def test_a_pickled_pytorch_model_bin_is_refused_unread(tmp_path):
 
 
 def test_a_tokenizer_directory_naming_code_of_its_own_is_refused(tmp_path):
-    from tokenizer import hf_tokenizer
+    from nlq.data.tokenizer import hf_tokenizer
 
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"auto_map": {"AutoTokenizer": ["own.Tok", None]}}))
     with pytest.raises(UserError, match="never runs a directory's code"):
@@ -372,8 +371,8 @@ def test_safetensors_weights_must_have_the_models_exact_shape_and_a_float_dtype(
     """A [1] tensor would broadcast over the whole weight through copy_, integers would cast silently."""
     from safetensors.torch import load_file, save_file
 
-    import hf_export
     from model import GPT, GPTConfig
+    from nlq.interop import hf_export
 
     model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=32, vocab_size=50304))
     d = hf_export.export(model, {"tokenizer": "gpt2", "vocab_size": 50257}, tmp_path / "hf")
@@ -381,7 +380,7 @@ def test_safetensors_weights_must_have_the_models_exact_shape_and_a_float_dtype(
     state["transformer.ln_f.weight"] = replace(state["transformer.ln_f.weight"])
     save_file(state, d / "model.safetensors")
     with pytest.raises(ValueError, match=message):
-        importers.from_pretrained(str(d))
+        GPT.from_pretrained(str(d))
 
 
 def test_an_hf_config_describing_a_model_too_large_for_memory_is_refused_before_any_weight_is_read(tmp_path):
@@ -429,7 +428,7 @@ def test_dcp_metadata_naming_a_torch_function_is_refused_and_runs_nothing(tmp_pa
     """Inside the allowed torch namespace only dtypes and torch.Size are rebuilt: torch.save, torch.load,
     torch.from_file (which can create a file), torch.ops, and torch.serialization's other names are
     refused before anything runs."""
-    from safe_load import read_dcp_metadata
+    from nlq.common.safe_load import read_dcp_metadata
 
     marker = tmp_path / "ran"
     torch.save({"x": 1}, tmp_path / "real.pt")  # what torch.load would read, were it called
@@ -446,7 +445,7 @@ def test_dcp_metadata_naming_a_torch_function_is_refused_and_runs_nothing(tmp_pa
 def test_dcp_metadata_that_is_no_metadata_or_cannot_be_read_is_one_line(tmp_path):
     """Plain allowed values (a dict, a list) are not checkpoint metadata; a .metadata that is a directory
     cannot be read; neither is loaded."""
-    from safe_load import read_dcp_metadata
+    from nlq.common.safe_load import read_dcp_metadata
 
     for value, kind in [({"state_dict_metadata": {}}, "dict"), ([1, 2], "list")]:
         (tmp_path / ".metadata").write_bytes(pickle.dumps(value, protocol=2))

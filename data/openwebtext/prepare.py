@@ -32,10 +32,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
-import hub  # noqa: E402
-from dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
-from errors import cli_main  # noqa: E402
-from tokenizer import EOT, gpt2_encoding  # noqa: E402
+from nlq.common import hub  # noqa: E402
+from nlq.common.errors import cli_main  # noqa: E402
+from nlq.data.dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
+from nlq.data.tokenizer import EOT, gpt2_encoding  # noqa: E402
 
 MIN_DOCUMENTS = 10  # fewer cannot give a validation split that is both non-empty and a small part
 

@@ -12,8 +12,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
-from textprep import prepare_text  # noqa: E402
-from tokenizer import gpt2_encoding  # noqa: E402
+from nlq.data.textprep import prepare_text  # noqa: E402
+from nlq.data.tokenizer import gpt2_encoding  # noqa: E402
 
 
 def tokenize(text, train, val):

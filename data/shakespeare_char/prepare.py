@@ -10,7 +10,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
-from textprep import char_tokenize, prepare_text  # noqa: E402
+from nlq.data.textprep import char_tokenize, prepare_text  # noqa: E402
 
 
 def main(argv=None):

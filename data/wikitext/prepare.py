@@ -17,10 +17,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
-from dataset import refuse_overwrite, write_dataset  # noqa: E402
-from errors import cli_main  # noqa: E402
-from taskdata import wikitext_lines  # noqa: E402
-from tokenizer import load_tokenizer  # noqa: E402
+from nlq.common.errors import cli_main  # noqa: E402
+from nlq.data.dataset import refuse_overwrite, write_dataset  # noqa: E402
+from nlq.data.tokenizer import load_tokenizer  # noqa: E402
+from nlq.eval.taskdata import wikitext_lines  # noqa: E402
 
 
 def run(argv):

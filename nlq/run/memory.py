@@ -15,63 +15,12 @@ recomputed in the backward.
 import gc
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
-import parallel
-from errors import ConfigError
 from model import GPT, LOSS_CHUNK
-
-GiB = 2**30
-
-
-def parameter_count(model_cfg, non_embedding: bool = False) -> int:
-    """The model's parameters (GPT.num_params), exactly, without building it (by_depth)."""
-    return by_depth(model_cfg, lambda model: model.num_params(non_embedding))
-
-
-def training_flops_per_token(model_cfg, seq_len: int) -> float:
-    """GPT.flops_per_token of a training step at seq_len, without building the model (by_depth)."""
-    return by_depth(model_cfg, lambda model: model.flops_per_token(seq_len))
-
-
-def by_depth(model_cfg, measure):
-    """measure(model) of the model model_cfg describes, at any depth, from models of one and of two blocks
-    on the meta device: every block is alike, so the measure is linear in n_layer. A model that a file
-    describes is never built, even on the meta device, just to be measured."""
-
-    def at(n_layer: int):
-        with torch.device("meta"):
-            return measure(GPT(replace(model_cfg, n_layer=n_layer)))
-
-    one, two = at(1), at(2)
-    return one + (two - one) * (model_cfg.n_layer - 1)
-
-
-def free_bytes(device: str) -> int | None:
-    """Memory free for a new model: a GPU's free memory, a CPU's MemAvailable (Linux); None if unknown."""
-    if device.startswith("cuda"):
-        return torch.cuda.mem_get_info(torch.device(device))[0]
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def check_fits(n: int, bytes_per_param: float, device: str, what: str) -> None:
-    """Refuse, in one line with the numbers, a model of n parameters whose what (e.g. weights, gradients and
-    AdamW state: bytes_per_param per parameter) exceeds the memory free on device."""
-    need, free = n * bytes_per_param, free_bytes(device)
-    if free is not None and need > free:
-        raise ConfigError(
-            f"the model has {n:,} parameters: its {what} need {need / GiB:,.1f} GiB, more than the "
-            f"{free / GiB:,.1f} GiB free on {device}; lower n_layer, n_embd or vocab_size (or spread it: "
-            "--parallelism=fsdp on more GPUs)"
-        )
+from nlq.run import parallel
+from nlq.run.hardware import GiB
 
 
 def saved_bytes(model, batch_size: int, seq_len: int) -> int:

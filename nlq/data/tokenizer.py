@@ -53,8 +53,8 @@ def hf_tokenizer(name: str, **options):
     """A transformers tokenizer by hub name or directory; a directory without tokenizer files is refused
     (transformers would otherwise build an almost empty one and tokenize everything to a few ids). options
     go to from_pretrained (padding_side, ...)."""
-    import hub
-    from errors import UserError
+    from nlq.common import hub
+    from nlq.common.errors import UserError
 
     hub.offline()
     from transformers import AutoTokenizer

@@ -12,8 +12,8 @@ import shlex
 import time
 from pathlib import Path
 
-from atomic import atomic_write_json
-from errors import UserError
+from nlq.common.atomic import atomic_write_json
+from nlq.common.errors import UserError
 
 EXECUTORS = ("slurm", "submitit_local")
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING"}

@@ -1,9 +1,9 @@
 """Where compare.py and analyze_skip.py write their figures: the path checked before any work, the file
-written atomically (atomic.py) in the format its extension names."""
+written atomically (nlq/common/atomic.py) in the format its extension names."""
 
 from pathlib import Path
 
-from atomic import WriteError, atomic_write, check_writable
+from nlq.common.atomic import WriteError, atomic_write, check_writable
 
 
 def check_figure_path(option: str, path) -> None:

@@ -1,17 +1,20 @@
-"""Pretrained weights into this project's GPT: GPT-2 and GPT-NeoX (Pythia) checkpoints, by hub name or local
-Hugging Face directory, through transformers. Each importer maps the other model's config to GPTConfig
-fields and its state dict to our parameter names (the model keeps GPT-2's / nanoGPT's names)."""
+"""Pretrained weights of other formats, read for this project's GPT: GPT-2 and GPT-NeoX (Pythia) checkpoints,
+by hub name or local Hugging Face directory, through transformers, and this project's own exports. Each
+importer maps the other model's config to GPTConfig fields and its state dict to our parameter names (the
+model keeps GPT-2's / nanoGPT's names); model.GPT.from_pretrained builds the model from what it returns, so
+this module never imports the model."""
 
 import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-import hub
-from memory import check_fits, parameter_count
-from model import GPT, GPTConfig, width_ratio
+from nlq.common import hub
 
-EXPORT_TYPE = "nlq_gpt"  # config.json's model_type of an export (hf/configuration_nlq.py)
+EXPORT_TYPE = "nlq_gpt"  # config.json's model_type of an export (nlq/interop/hf/configuration_nlq.py)
 
 
 def is_pretrained_source(name: str) -> bool:
@@ -22,16 +25,38 @@ def is_pretrained_source(name: str) -> bool:
     return name.startswith("gpt2") or "/" in name or Path(name).is_dir()
 
 
-def from_pretrained(name_or_path: str, **overrides) -> GPT:
-    """GPT-2 ('gpt2' ... 'gpt2-xl') or GPT-NeoX / Pythia weights, by hub name or local HF directory,
-    through transformers, or a directory this project exported (export.py --format=hf, read without its
-    code). overrides may set fields the checkpoint has no say in (dropout, preproj, content_skip,
-    lora_rank, ...); the parameters they add keep their fresh initialisation. No directory's code is ever
-    run (trust_remote_code=False, and a local directory that names any is refused before transformers
-    sees it), weights are read from safetensors only, and the model's size is checked against free memory
-    before any weights are read."""
+@dataclass(frozen=True)
+class Pretrained:
+    """Weights of another format, opened: the GPTConfig fields its config decides, and its weights in this
+    project's names, read only when weights() is called (after the model's size was checked)."""
+
+    source: str  # the name or directory, for messages
+    fields: dict
+    weights: Callable[[], dict]
+    export: bool  # this project's export (overrides replace its fields) or a foreign format (overrides only add)
+
+    def config_fields(self, overrides: dict) -> dict:
+        """The fields with overrides: a foreign format's fields are its own (GPTConfig(**fields, **overrides)
+        refuses a field given twice), an export's may be replaced."""
+        twice = sorted(set(self.fields) & set(overrides))
+        if twice and not self.export:
+            raise TypeError(f"got multiple values for keyword argument {twice[0]!r}")
+        return {**self.fields, **overrides}
+
+    def config_error(self, e: Exception) -> ValueError:
+        """The one-line error for fields GPTConfig refused."""
+        if self.export:
+            return ValueError(f"{self.source}/config.json is not an export's config ({type(e).__name__}: {e})")
+        return ValueError(f"{self.source}'s config does not describe a model here ({first_line(e)})")
+
+
+def open_pretrained(name_or_path: str) -> Pretrained:
+    """GPT-2 ('gpt2' ... 'gpt2-xl') or GPT-NeoX / Pythia weights, by hub name or local HF directory, through
+    transformers, or a directory this project exported (export.py --format=hf, read without its code). No
+    directory's code is ever run (trust_remote_code=False, and a local directory that names any is refused
+    before transformers sees it), and weights are read from safetensors only."""
     if is_export(name_or_path):
-        return _from_export(Path(name_or_path), overrides)
+        return _open_export(Path(name_or_path))
     if Path(name_or_path).is_dir():
         check_directory(Path(name_or_path))
     hub.offline()  # before transformers is imported: it reads the switch once
@@ -49,23 +74,21 @@ def from_pretrained(name_or_path: str, **overrides) -> GPT:
         )
     fields, weights = IMPORTERS[hf_config.model_type]
     try:
-        config = GPTConfig(**fields(hf_config), **overrides)
-    except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of the wrong type, out of its domain
+        fields = fields(hf_config)
+    except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of the wrong type, an option we lack
         raise ValueError(f"{name_or_path}'s config does not describe a model here ({first_line(e)})") from None
-    if config.query_mode != "linear":
-        raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
-    check_fits(parameter_count(config), 8, "cpu", "float32 weights, held twice while they are copied")
-    try:
-        hf = AutoModelForCausalLM.from_pretrained(name_or_path, config=hf_config, use_safetensors=True, **safe)
-    except (OSError, ValueError, RuntimeError) as e:  # no safetensors, or weights that do not fit the config
-        raise ValueError(f"cannot load pretrained weights {name_or_path!r}: {first_line(e)}") from None
-    try:
-        state = weights(hf_config, hf.state_dict())
-    except (KeyError, RuntimeError) as e:  # a weight missing, or of a shape its config does not describe
-        raise ValueError(f"{name_or_path}'s weights do not fit its config.json ({first_line(e)})") from None
-    model = GPT(config)
-    copy_weights(model, state, name_or_path)
-    return model
+
+    def read() -> dict:
+        try:
+            hf = AutoModelForCausalLM.from_pretrained(name_or_path, config=hf_config, use_safetensors=True, **safe)
+        except (OSError, ValueError, RuntimeError) as e:  # no safetensors, or weights that do not fit the config
+            raise ValueError(f"cannot load pretrained weights {name_or_path!r}: {first_line(e)}") from None
+        try:
+            return weights(hf_config, hf.state_dict())
+        except (KeyError, RuntimeError) as e:  # a weight missing, or of a shape its config does not describe
+            raise ValueError(f"{name_or_path}'s weights do not fit its config.json ({first_line(e)})") from None
+
+    return Pretrained(name_or_path, fields, read, export=False)
 
 
 def first_line(e: Exception) -> str:
@@ -98,11 +121,11 @@ def check_directory(path: Path) -> None:
         )
 
 
-def copy_weights(model: GPT, state: dict, source) -> None:
+def copy_weights(model: torch.nn.Module, state: dict, source) -> None:
     """Copy state into the model: every weight present, each of exactly the model's shape and of a float
     dtype (copy_ would broadcast a [1] tensor over a whole matrix, or cast integers silently)."""
     ours = model.state_dict()
-    missing = sorted(k for k in ours if k not in state and not GPT.is_added(k))
+    missing = sorted(k for k in ours if k not in state and not model.is_added(k))
     if missing:
         raise ValueError(f"{source} lacks weights for {missing[:4]}")
     for k, v in ours.items():
@@ -126,30 +149,32 @@ def is_export(path: str) -> bool:
         return False
 
 
-def _from_export(path: Path, overrides: dict) -> GPT:
-    """An export's model from config.json and model.safetensors alone: its modeling code is never run."""
+def _open_export(path: Path) -> Pretrained:
+    """An export's fields from config.json and its weights from model.safetensors alone: its modeling code is
+    never run."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     c = json.loads((path / "config.json").read_text())
     try:
-        config = GPTConfig(**{**_export_fields(c), **overrides})
+        fields = _export_fields(c)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         raise ValueError(f"{path}/config.json is not an export's config ({type(e).__name__}: {e})") from None
-    check_fits(parameter_count(config), 8, "cpu", "float32 weights, held twice while they are copied")
-    model = GPT(config)
-    try:
-        state = load_file(path / "model.safetensors")
-    except (OSError, SafetensorError) as e:
-        raise ValueError(f"cannot read {path / 'model.safetensors'}: {e}") from None
-    if c["tie_word_embeddings"]:
-        state.setdefault("lm_head.weight", state.get("transformer.wte.weight"))
-    copy_weights(model, state, path)
-    return model
+
+    def read() -> dict:
+        try:
+            state = load_file(path / "model.safetensors")
+        except (OSError, SafetensorError) as e:
+            raise ValueError(f"cannot read {path / 'model.safetensors'}: {e}") from None
+        if c["tie_word_embeddings"]:
+            state.setdefault("lm_head.weight", state.get("transformer.wte.weight"))
+        return state
+
+    return Pretrained(str(path), fields, read, export=True)
 
 
 def _export_fields(c: dict) -> dict:
-    """GPTConfig fields from an export's config.json (hf/configuration_nlq.py's names)."""
+    """GPTConfig fields from an export's config.json (nlq/interop/hf/configuration_nlq.py's names)."""
     head_dim = c["n_embd"] // c["n_head"]
     return dict(
         **{k: c[k] for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_kv_head", "bias")},
@@ -164,6 +189,15 @@ def _export_fields(c: dict) -> dict:
         content_skip=c["content_skip"],
         tie_embeddings=c["tie_word_embeddings"],
     )
+
+
+def width_ratio(hidden: int, d: int) -> float:
+    """The ratio r with int(r * d) == hidden, for fields that give a width as a multiple of n_embd (a plain
+    hidden / d can land one below after rounding)."""
+    ratio = hidden / d
+    while int(ratio * d) < hidden:
+        ratio = math.nextafter(ratio, math.inf)
+    return ratio
 
 
 # transformers' activation names -> ours: the exact GELU, or its tanh approximation (gelu_new, gelu_fast and

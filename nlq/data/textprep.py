@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from atomic import atomic_write_text
-from dataset import DataError, refuse_overwrite, write_dataset
-from errors import cli_main
+from nlq.common.atomic import atomic_write_text
+from nlq.common.errors import cli_main
+from nlq.data.dataset import DataError, refuse_overwrite, write_dataset
 
 
 def decode_text(path: Path, data: bytes) -> str:

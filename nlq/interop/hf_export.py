@@ -2,9 +2,9 @@
 
 Two forms (export.py --format):
 - 'hf': any model, as weights (model.safetensors), config.json with an auto_map, generation_config.json,
-  the tokenizer, and the modeling code (hf/configuration_nlq.py, hf/modeling_nlq.py: a second
+  the tokenizer, and the modeling code (nlq/interop/hf/configuration_nlq.py, nlq/interop/hf/modeling_nlq.py: a second
   implementation of model.py, kept equal by tests/test_export.py). transformers loads it with
-  trust_remote_code=True; this project loads it back (importers.py) from config.json and the weights alone,
+  trust_remote_code=True; this project loads it back (nlq/interop/importers.py) from config.json and the weights alone,
   running none of the code.
 - 'gpt2': a plain GPT2LMHeadModel, no remote code, for a model GPT-2 can express (linear queries, learned
   positions, one K/V head per query head, sequential blocks, GPT-2's softmax scale, no pre-projection or
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
-from atomic import remove_stale_temps
-from errors import UserError
 from model import GPT, LoRA
+from nlq.common.atomic import remove_stale_temps
+from nlq.common.errors import UserError
 
 HERE = Path(__file__).resolve().parent
-MODELING = ("configuration_nlq.py", "modeling_nlq.py")  # in hf/, copied into every 'hf' export
+MODELING = ("configuration_nlq.py", "modeling_nlq.py")  # in nlq/interop/hf/, copied into every 'hf' export
 FORMATS = ("hf", "gpt2")
 
 
@@ -45,7 +45,7 @@ def merged_state(model: GPT) -> dict:
 
 
 def nlq_config(model: GPT) -> dict:
-    """config.json's model fields for hf/configuration_nlq.py, every derived width resolved to a number."""
+    """config.json's model fields for nlq/interop/hf/configuration_nlq.py, every derived width resolved to a number."""
     c = model.config
     return dict(
         vocab_size=c.vocab_size,
@@ -95,7 +95,7 @@ def run_tokenizer(meta: dict):
     alone: the model reads positions from the mask, so left padding changes no token in training either."""
     import transformers
 
-    from tokenizer import gpt2_encoding, gpt2_files, hf_tokenizer
+    from nlq.data.tokenizer import gpt2_encoding, gpt2_files, hf_tokenizer
 
     if meta["tokenizer"] == "gpt2":
         gpt2_encoding()
@@ -179,8 +179,8 @@ def export(model: GPT, meta: dict, dest, fmt: str = "hf") -> Path:
 
 
 def write_nlq(model: GPT, tok, directory: Path) -> None:
-    from hf.configuration_nlq import NLQConfig
-    from hf.modeling_nlq import NLQForCausalLM
+    from nlq.interop.hf.configuration_nlq import NLQConfig
+    from nlq.interop.hf.modeling_nlq import NLQForCausalLM
 
     config = NLQConfig(**nlq_config(model), **special_tokens(tok))
     config.auto_map = {

@@ -16,7 +16,7 @@ import pickle
 import torch
 from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 
-from errors import UserError
+from nlq.common.errors import UserError
 
 # (module, name) of every global a DCP .metadata of this PyTorch refers to; dtypes are checked by type.
 ALLOWED = {

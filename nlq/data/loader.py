@@ -12,8 +12,8 @@ import os
 import numpy as np
 import torch
 
-from dataset import DataError
-from safe_load import numpy_array
+from nlq.common.safe_load import numpy_array
+from nlq.data.dataset import DataError
 
 # Spawn keys of numpy SeedSequences derived from the data seed: independent streams per use.
 TRAIN_KEY, VAL_KEY, TRAIN_EVAL_KEY, EPOCH_KEY = 0, 1, 2, 3

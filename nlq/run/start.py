@@ -11,14 +11,13 @@ from dataclasses import asdict
 
 import torch
 
-import checkpoint
-import importers
-import official
-from errors import ConfigError
-from hardware import resolve_device
-from memory import check_fits, parameter_count
-from model import GPT, PROBE_FIELDS, GPTConfig, clean_state_dict
-from rundir import RunDir
+from model import GPT, PROBE_FIELDS, GPTConfig, clean_state_dict, parameter_count
+from nlq.common.errors import ConfigError
+from nlq.interop import importers
+from nlq.paper import official
+from nlq.run import checkpoint
+from nlq.run.hardware import check_fits, resolve_device
+from nlq.run.rundir import RunDir
 
 # What fixes the tokens of each step and the validation windows: a resume must not change it. The
 # split of a step into micro-batches may change (e.g. a smaller batch_size after running out of memory).
@@ -124,7 +123,7 @@ def build_model(cfg, model_cfg: GPTConfig, mode: str, path):
         return from_file(cfg, model_cfg, mode)
     if importers.is_pretrained_source(mode):
         try:
-            return importers.from_pretrained(mode, **probe), None, mode
+            return GPT.from_pretrained(mode, probe), None, mode
         except ValueError as e:
             raise ConfigError(str(e)) from None
     raise ConfigError(
@@ -134,7 +133,7 @@ def build_model(cfg, model_cfg: GPTConfig, mode: str, path):
 
 
 def from_file(cfg, model_cfg: GPTConfig, path: str):
-    """A run that starts from a checkpoint file, this project's or the official code's (official.py): the
+    """A run that starts from a checkpoint file, this project's or the official code's (nlq/paper/official.py): the
     model as the file describes it, with the config's probe fields where they are set. init_continue also
     continues the file's AdamW state and step (the Trainer restores them); otherwise the step is 0 and the
     optimizer fresh. origin is the file: the shape comes from its weights on every later resume."""

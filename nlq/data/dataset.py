@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from atomic import atomic_write_json, atomic_write_text, temp_path
-from errors import UserError
+from nlq.common.atomic import atomic_write_json, atomic_write_text, temp_path
+from nlq.common.errors import UserError
 
 DTYPE = np.uint16  # what prepare writes; the loader reads meta.json's dtype, one of DTYPES
 DTYPES = ("uint16", "uint32")

@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir, remove_stale_temps
-from checkpoint import CHECKPOINT, SHARDED
-from errors import UserError
+from nlq.common.atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir, remove_stale_temps
+from nlq.common.errors import UserError
+from nlq.run.checkpoint import CHECKPOINT, SHARDED
 
 METRICS, CONFIG, LOCK = "metrics.jsonl", "config.json", "train.lock"
 

@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 
-import errors
+from nlq.common import errors
 
 PARALLELISMS = ("ddp", "fsdp")
 

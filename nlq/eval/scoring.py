@@ -1,4 +1,4 @@
-"""How a model scores text, shared by zeroshot.py and the lm-evaluation-harness adapter (harness.py), so both
+"""How a model scores text, shared by zeroshot.py and the lm-evaluation-harness adapter (nlq/eval/harness.py), so both
 score a continuation the same way: log-probabilities of continuations in batches, and the encoder that
 refuses text the model cannot see."""
 
@@ -7,8 +7,8 @@ import time
 
 import torch
 
-from dataset import DataError
-from tokenizer import codec
+from nlq.data.dataset import DataError
+from nlq.data.tokenizer import codec
 
 
 def loglikelihoods(model, requests, batch_size, native: bool = False):

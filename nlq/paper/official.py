@@ -1,13 +1,13 @@
 """The artifacts of arXiv 2603.13381's official code (github.com/MarkoKarbevski/beyond_query_linearity, its
 model.py and train.py) read as this project's: its checkpoints, its initialisation and its loss logs (its batch
-order is replayed by loader.py).
+order is replayed by nlq/data/loader.py).
 
 Its checkpoints (train.py: ckpt.pt after each evaluation, ckpt_<step>.pt at save_checkpoint_steps) are one
 torch.save'd dict: model (a nanoGPT state dict, maybe with torch.compile's _orig_mod. prefix), optimizer
 (AdamW, two groups: the >= 2-dim parameters, then the rest, each in named_parameters order), model_args,
 iter_num, best_val_loss, config. Its query modules have other names than ours (RENAMES) and 'original' is
 our 'linear'. Its attention's head dim is n_embd // num_heads whatever model_args' head_size says (the
-forward never reads head_size); its scale is model_args' scale. Loading stays weights_only (safe_load.py).
+forward never reads head_size); its scale is model_args' scale. Loading stays weights_only (nlq/common/safe_load.py).
 """
 
 import math
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import torch
 
-from errors import UserError
-from model import GPTConfig, clean_state_dict, width_ratio
-from safe_load import torch_load
+from model import GPTConfig, clean_state_dict
+from nlq.common.errors import UserError
+from nlq.common.safe_load import torch_load
+from nlq.interop.importers import width_ratio
 
 MODES = {"original": "linear", "identity": "identity", "residual": "residual", "residual_gelu": "residual_gelu"}
 # model_args keys that shape the model; the rest (TRAINING_KEYS) are the run's settings, kept for the record.

@@ -15,7 +15,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from errors import UserError
+from nlq.common.errors import UserError
 
 
 class WriteError(UserError):

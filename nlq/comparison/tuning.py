@@ -17,10 +17,9 @@ sweep.py sets it), so the analysis needs the run directories alone (compare.py -
 import math
 import statistics
 
-from errors import UserError
-from memory import training_flops_per_token
-from model import GPTConfig
-from stats import holm, versus_baseline
+from model import GPTConfig, training_flops_per_token
+from nlq.common.errors import UserError
+from nlq.comparison.stats import holm, versus_baseline
 
 STAGES = ("tune", "report")
 LOG_KEYS = ("learning_rate", "min_lr", "weight_decay")  # drawn on a log axis, whatever their span
@@ -257,7 +256,7 @@ def plot(result: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from figures import save_figure
+    from nlq.common.figures import save_figure
 
     data = figure_data(result)
     keys = list(data["curves"])

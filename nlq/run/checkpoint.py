@@ -1,8 +1,8 @@
 """Checkpoints, in two formats, and the one path from a checkpoint, or pretrained weights, to a model ready
 for inference (sample.py, evaluation, bench).
 
-- A single file, out_dir/ckpt.pt (one process or DDP): written atomically (atomic.py) by rank 0, read with
-  weights only (safe_load.py: no file loaded here can run code).
+- A single file, out_dir/ckpt.pt (one process or DDP): written atomically (nlq/common/atomic.py) by rank 0, read with
+  weights only (nlq/common/safe_load.py: no file loaded here can run code).
 - Sharded (FSDP): out_dir/ckpt-sharded/step_NNNNNN/, written by every rank with torch.distributed.checkpoint
   (DCP) into step_NNNNNN.partial, which rank 0 completes with run.pt (everything but the tensors of the
   model and optimizer), renames, and then names in ckpt-sharded/latest.json (atomically). A kill at any
@@ -26,11 +26,13 @@ from pathlib import Path
 
 import torch
 
-import official
-from atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
-from errors import ConfigError, UserError
-from model import clean_state_dict
-from safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
+from model import GPT, GPTConfig, clean_state_dict, parameter_count
+from nlq.common.atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
+from nlq.common.errors import ConfigError, UserError
+from nlq.common.safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
+from nlq.interop import importers
+from nlq.paper import official
+from nlq.run.hardware import check_fits
 
 # DCP warns when it reads or writes without a process group (also from its writer thread); here that is
 # a one-process run, as intended.
@@ -145,8 +147,6 @@ def _mismatch(path, e: Exception, ckpt: dict) -> CheckpointError:
 
 def model_config(ckpt: dict, path, **overrides):
     """The GPTConfig a checkpoint was trained with; overrides replace fields (dropout)."""
-    from model import GPTConfig
-
     try:
         return GPTConfig(**{**ckpt["model_args"], **overrides})
     except (TypeError, ValueError) as e:  # a field this version lacks, or a value it refuses
@@ -155,9 +155,6 @@ def model_config(ckpt: dict, path, **overrides):
 
 def model_from(ckpt: dict, path, **overrides):
     """The GPT a checkpoint describes, with its weights (read from the shards, whole, if sharded)."""
-    from memory import check_fits, parameter_count
-    from model import GPT
-
     config = model_config(ckpt, path, **overrides)
     check_fits(parameter_count(config), 4, "cpu", "float32 weights")
     model = GPT(config)
@@ -505,8 +502,7 @@ def load_for_inference(init_from: str, out_dir: str):
     init_from='resume', a checkpoint file (this project's or the official code's), else pretrained weights
     (a GPT-2 or Pythia name or a local HF directory). The tokenizer is the run's (kept in its checkpoint) and
     is checked to fit the model's vocabulary."""
-    import importers
-    from tokenizer import pretrained_tokenizer, tokenizer_vocab
+    from nlq.data.tokenizer import pretrained_tokenizer, tokenizer_vocab
 
     if init_from == "resume":
         path = latest(out_dir)
@@ -519,7 +515,7 @@ def load_for_inference(init_from: str, out_dir: str):
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
     elif importers.is_pretrained_source(init_from):
         try:
-            model = importers.from_pretrained(init_from)
+            model = GPT.from_pretrained(init_from)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         meta = pretrained_tokenizer(init_from)

@@ -13,7 +13,7 @@ row that cannot be scored (an ARC answerKey among no labels), which the paper pr
 import json
 from pathlib import Path
 
-from dataset import DataError
+from nlq.data.dataset import DataError
 
 HUB = {  # task: (dataset, config, split)
     "lambada": ("EleutherAI/lambada_openai", "en", "test"),  # "en": the official probe code's configuration
@@ -50,7 +50,7 @@ def rows(task: str, path: str | None = None, split: str | None = None, option: s
     if path:
         data = read_jsonl(path)
     else:
-        import hub
+        from nlq.common import hub
 
         hub.offline()
         import datasets

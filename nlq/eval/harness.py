@@ -21,9 +21,9 @@ import torch
 from lm_eval.api.model import LM
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from checkpoint import load_for_inference
-from scoring import checked_encoder, loglikelihoods
-from tokenizer import codec, prefix_token, tokenizer_vocab
+from nlq.data.tokenizer import codec, prefix_token, tokenizer_vocab
+from nlq.eval.scoring import checked_encoder, loglikelihoods
+from nlq.run.checkpoint import load_for_inference
 
 
 class ProjectLM(LM):

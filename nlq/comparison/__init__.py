@@ -1,0 +1,1 @@
+"""Comparing arms: statistics, the tuned two-stage comparison, cluster jobs."""

@@ -1,0 +1,1 @@
+"""Data: the on-disk dataset format, batch order, tokenizers, datasets made from one text."""

@@ -1,0 +1,1 @@
+"""Evaluation: zero-shot scoring, its task data, the lm-evaluation-harness adapter."""
