@@ -26,7 +26,7 @@ from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writab
 from nlq.common.errors import UserError, cli_main
 from nlq.common.figures import check_figure_path, save_figure
 from nlq.comparison import tuning
-from nlq.comparison.stats import by_seed, paired, versus_baseline
+from nlq.comparison.stats import LOSS, METRICS, Metric, by_seed, paired, versus_baseline
 from nlq.paper import official
 from nlq.run.rundir import read_metrics
 
@@ -71,7 +71,8 @@ class Run:
         for row in run.scan_history():
             step = row["_step"]
             if row.get("val_loss") is not None:
-                records.append({"step": step, "val_loss": row["val_loss"], "tokens": row.get("tokens")})
+                scores = {k: row[k] for k in METRICS if row.get(k) is not None}
+                records.append({"step": step, **scores, "tokens": row.get("tokens")})
             if row.get("loss") is not None:
                 records.append({"step": step, "loss": row["loss"], "fingerprint": row.get("fingerprint")})
         return cls(f"wandb:{run.name}", dict(run.config), records)
@@ -106,7 +107,7 @@ def check_record(r, where: str) -> None:
     """A metrics record as train.py writes it: an object with an integer step >= 0, numeric losses."""
     if not isinstance(r, dict) or not isinstance(r.get("step"), int) or isinstance(r["step"], bool) or r["step"] < 0:
         raise CompareError(f"{where} is not a train.py record (an object with an integer step): {str(r)[:80]}")
-    for key in ("val_loss", "loss"):
+    for key in ("loss", *METRICS):
         if key in r and (not isinstance(r[key], (int, float)) or isinstance(r[key], bool)):
             raise CompareError(f"{where}: {key} is {r[key]!r}, not a number; repair or delete that record")
 
@@ -118,22 +119,26 @@ def arms_of(runs) -> dict:
     return arms
 
 
-def improvement_curves(runs, baseline: str) -> dict:
+def improvement_curves(runs, baseline: str, metric: Metric = LOSS) -> dict:
     """{arm: (steps, mean, std)}: at every evaluation step all runs share, the arm's improvement over the
-    baseline, (baseline mean - val loss) / baseline mean, as the table reports it (positive: lower loss);
-    mean and std over the arm's seeds, of the seed-by-seed differences when the arms are paired."""
+    baseline as the table reports it (a loss: (baseline mean - val loss) / baseline mean; an accuracy: the
+    difference; positive is better); mean and std over the arm's seeds, of the seed-by-seed differences
+    when the arms are paired."""
     arms = arms_of(runs)
     steps = sorted(set.intersection(*(set(r.evals) for r in runs)))
     base = arms[baseline]
+    sign = 1 if metric.higher_is_better else -1
     out = {}
     for arm, rs in arms.items():
         means, stds = [], []
         for s in steps:
-            base_mean = statistics.mean(by_seed(base, s))
+            base_mean = statistics.mean(by_seed(base, s, metric.key))
+            scale = base_mean if metric.relative else 1.0
             if arm != baseline and paired(rs, base):
-                d = [(y - x) / base_mean for x, y in zip(by_seed(rs, s), by_seed(base, s))]
+                pairs = zip(by_seed(rs, s, metric.key), by_seed(base, s, metric.key))
+                d = [sign * (x - y) / scale for x, y in pairs]
             else:
-                d = [(base_mean - x) / base_mean for x in by_seed(rs, s)]
+                d = [sign * (x - base_mean) / scale for x in by_seed(rs, s, metric.key)]
             means.append(statistics.mean(d))
             stds.append(statistics.stdev(d) if len(d) > 1 else 0.0)
         out[arm] = (steps, means, stds)
@@ -208,8 +213,9 @@ def resolve_baseline(runs, baseline: str | None) -> str:
     return baseline
 
 
-def table(runs, baseline: str, step: int | None):
+def table(runs, baseline: str, step: int | None, metric: Metric = LOSS):
     """The table as markdown lines, footer included."""
+    check_metric(runs, metric)
     common = sorted(set.intersection(*(set(r.evals) for r in runs)))
     if step is None:
         if not common:
@@ -218,38 +224,54 @@ def table(runs, baseline: str, step: int | None):
     elif step not in common:
         raise CompareError(f"step {step} is not evaluated in every run: common evaluation steps are {common[-5:]} ...")
     arms = arms_of(runs)
-    bad = [r.name for r in runs if not math.isfinite(r.evals[step]["val_loss"])]
+    bad = [r.name for r in runs if not math.isfinite(r.evals[step][metric.key])]
     if bad:
-        raise CompareError(f"{', '.join(bad)} has a non-finite val loss at step {step}: leave it out, or pass --step")
-    losses = {a: [r.evals[step]["val_loss"] for r in rs] for a, rs in arms.items()}
+        raise CompareError(
+            f"{', '.join(bad)} has a non-finite {metric.column} at step {step}: leave it out, or pass --step"
+        )
+    values = {a: [r.evals[step][metric.key] for r in rs] for a, rs in arms.items()}
     lines = [
-        f"validation loss at step {step}; improvement relative to {baseline} (positive: lower loss), its 95 % "
-        "interval and t-test p (paired by seed where both arms ran the same seeds, else Welch)",
+        f"{metric.name} at step {step}; improvement over {baseline} ({'relative' if metric.relative else 'in points'}"
+        f"; positive: {metric.better}), its 95 % interval and t-test p (paired by seed where both arms ran the "
+        "same seeds, else Welch)",
         "",
-        "| arm | non-emb. params | val loss | runs | vs baseline | 95 % interval | p | tokens seen |",
+        f"| arm | non-emb. params | {metric.column} | runs | vs baseline | 95 % interval | p | tokens seen |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for arm, rs in sorted(arms.items(), key=lambda kv: statistics.mean(losses[kv[0]]), reverse=True):
-        vals = losses[arm]
+    order = sorted(arms.items(), key=lambda kv: statistics.mean(values[kv[0]]), reverse=not metric.higher_is_better)
+    for arm, rs in order:
+        vals = values[arm]
         mean = statistics.mean(vals)
-        loss = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
-        gain, interval, p, kind = versus_baseline(rs, arms[baseline], step) if arm != baseline else (0, None, None, "")
-        ci = f"[{interval[0]:+.2%}, {interval[1]:+.2%}]" if interval else "—"
+        shown = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
+        gain, interval, p, kind = (
+            versus_baseline(rs, arms[baseline], step, metric) if arm != baseline else (0, None, None, "")
+        )
+        ci = f"[{metric.gain(interval[0])}, {metric.gain(interval[1])}]" if interval else "—"
         n = rs[0].non_embedding_params()
         lines.append(
-            f"| {arm} | {'—' if n is None else f'{n / 1e6:.2f}M'} | {loss} | {len(vals)} | {gain:+.2%} | {ci} "
+            f"| {arm} | {'—' if n is None else f'{n / 1e6:.2f}M'} | {shown} | {len(vals)} | {metric.gain(gain)} | {ci} "
             f"| {'—' if p is None else f'{p:.3g} ({kind})'} | {rs[0].evals[step].get('tokens') or 0:,} |"
         )
     return lines + ["", fingerprint_report(runs)]
 
 
-def plot(runs, path, baseline: str, smooth=0.9):
-    save_figure(figure(runs, baseline, smooth), path)
+def check_metric(runs, metric: Metric) -> None:
+    """Every run's evaluations hold the metric: accuracy is measured on datasets of examples only."""
+    lacking = [r.name for r in runs if not all(metric.key in e for e in r.evals.values())]
+    if lacking:
+        raise CompareError(
+            f"{lacking[0]} records no {metric.key} ({metric.name}): accuracy is measured on datasets of examples "
+            "(data/synthetic_tasks/prepare.py); compare text runs by --metric=val_loss"
+        )
 
 
-def figure(runs, baseline: str, smooth=0.9):
-    """Three panels: the improvement over the baseline in % (mean ± std over seeds; the table's sign: up is
-    better), the val loss, and the train loss as a bias-corrected moving average."""
+def plot(runs, path, baseline: str, smooth=0.9, metric: Metric = LOSS):
+    save_figure(figure(runs, baseline, smooth, metric), path)
+
+
+def figure(runs, baseline: str, smooth=0.9, metric: Metric = LOSS):
+    """Three panels: the improvement over the baseline (mean ± std over seeds; the table's sign: up is
+    better), the metric itself, and the train loss as a bias-corrected moving average."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -257,16 +279,17 @@ def figure(runs, baseline: str, smooth=0.9):
 
     fig, (ax_gain, ax_val, ax_train) = plt.subplots(1, 3, figsize=(20, 5.5), width_ratios=(2, 1, 1))
     colors = {arm: f"C{i}" for i, arm in enumerate(sorted({r.arm for r in runs}))}
-    improvement_panel(ax_gain, runs, baseline, colors)
+    improvement_panel(ax_gain, runs, baseline, colors, metric)
     for r in runs:
         label = f"{r.arm} (seed {r.seed})"
         steps = sorted(r.evals)
-        ax_val.plot(steps, [r.evals[s]["val_loss"] for s in steps], color=colors[r.arm], label=label, marker=".")
+        ax_val.plot(steps, [r.evals[s][metric.key] for s in steps], color=colors[r.arm], label=label, marker=".")
         steps = sorted(r.steps)
         ax_train.plot(steps, smoothed([r.steps[s]["loss"] for s in steps], smooth), color=colors[r.arm], label=label)
+    unit = "%" if metric.relative else "points"
     titles = (
-        f"improvement over {baseline} (%; above 0: lower val loss), mean ± std over seeds",
-        "validation loss",
+        f"improvement over {baseline} ({unit}; above 0: {metric.better}), mean ± std over seeds",
+        metric.name,
         f"train loss (moving average, beta {smooth}, bias-corrected)",
     )
     for ax, title in zip((ax_gain, ax_val, ax_train), titles):
@@ -278,13 +301,13 @@ def figure(runs, baseline: str, smooth=0.9):
     return fig
 
 
-def improvement_panel(ax, runs, baseline: str, colors: dict) -> None:
+def improvement_panel(ax, runs, baseline: str, colors: dict, metric: Metric = LOSS) -> None:
     """The improvement curves in %, scaled to the last 40 % of training; earlier points beyond the scale are
     drawn on its edge as open triangles. Each curve ends in its label, the table's number, kept apart."""
     arms = arms_of(runs)
     curves = {
         arm: (steps, [100 * m for m in mean], [100 * s for s in std])
-        for arm, (steps, mean, std) in improvement_curves(runs, baseline).items()
+        for arm, (steps, mean, std) in improvement_curves(runs, baseline, metric).items()
     }
     late = [
         v
@@ -317,9 +340,12 @@ def improvement_panel(ax, runs, baseline: str, colors: dict) -> None:
     for y, arm in sorted((mean[-1], arm) for arm, (_, mean, _) in curves.items()):
         y_label = max(y, y_label + gap)
         end = curves[arm][0][-1]
-        ax.annotate(f" {arm} {y / 100:+.2%}", (end, y_label), color=colors[arm], fontsize=8, va="center")
+        ax.annotate(f" {arm} {metric.gain(y / 100)}", (end, y_label), color=colors[arm], fontsize=8, va="center")
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_ylabel(f"(val loss of {baseline} - val loss) / val loss of {baseline}, %")
+    if metric.relative:
+        ax.set_ylabel(f"(val loss of {baseline} - val loss) / val loss of {baseline}, %")
+    else:
+        ax.set_ylabel(f"{metric.column} - {metric.column} of {baseline}, points")
     ax.legend(fontsize=8, loc="lower left")
 
 
@@ -340,6 +366,11 @@ def run(argv):
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
     p.add_argument("--md", help="also write the table to this markdown file")
     p.add_argument("--tune", metavar="KEY[,KEY]", help="the runs are a two-stage comparison over these grid keys")
+    p.add_argument(
+        "--metric", default="val_loss", choices=list(METRICS),
+        help="what is compared and tuned by: the validation loss, or (datasets of examples) the test accuracy per "
+        "scored token (val_acc) or per example (val_example_acc)",
+    )  # fmt: skip
     p.add_argument("--json", help="with --tune: also write the result as JSON here")
     args = p.parse_args(argv)
     if args.png:
@@ -364,21 +395,23 @@ def run(argv):
     if not runs:
         raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
     baseline = resolve_baseline(runs, args.baseline)
+    metric = METRICS[args.metric]
     if args.tune:
-        return tuned(runs, [k.strip() for k in args.tune.split(",") if k.strip()], baseline, args)
-    lines = table(runs, baseline, args.step)
+        return tuned(runs, [k.strip() for k in args.tune.split(",") if k.strip()], baseline, args, metric)
+    lines = table(runs, baseline, args.step, metric)
     print("\n".join(lines))
     if args.md:
         atomic_write_text(args.md, "\n".join(lines) + "\n")
         print(f"\ntable: {args.md}")
     if args.png:
-        plot(runs, args.png, baseline)
+        plot(runs, args.png, baseline, metric=metric)
         print(f"\ncurves: {args.png}")
 
 
-def tuned(runs, keys, baseline: str, args) -> None:
+def tuned(runs, keys, baseline: str, args, metric: Metric = LOSS) -> None:
     """The two-stage comparison (nlq/comparison/tuning.py): its table, and its JSON and figure where asked."""
-    result = tuning.report(runs, keys, baseline)
+    check_metric(runs, metric)
+    result = tuning.report(runs, keys, baseline, metric)
     result["batches"] = fingerprint_report(runs)  # every run of both stages on the same batches, step by step
     lines = [*tuning.markdown(result), "", result["batches"]]
     print("\n".join(lines))

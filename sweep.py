@@ -43,6 +43,7 @@ from configurator import parse
 from model import GPTConfig
 from nlq.common.errors import UserError, cli_main
 from nlq.comparison import cluster, tuning
+from nlq.comparison.stats import LOSS, METRICS, Metric
 from nlq.run import checkpoint
 from nlq.run.rundir import read_metrics
 from train import TrainConfig, format_eta
@@ -158,12 +159,15 @@ def last_error(log: Path) -> str:
     return (errors or lines or ["(no output)"])[-1]
 
 
-def execute(run: Run, launcher: str, extra, gpu: str | None) -> tuple[int, str | None]:
-    """Run one run to its end: (exit status, None on success, else its last error line)."""
+def execute(run: Run, launcher: str, extra, gpu: str | None, threads: int | None = None) -> tuple[int, str | None]:
+    """Run one run to its end: (exit status, None on success, else its last error line). threads: its CPU
+    threads (OMP_NUM_THREADS), for runs side by side on a CPU."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     log = run.out_dir / "train.log"
     guarded = [sys.executable, "-c", STOP_WITH_SWEEP, str(os.getpid()), *command(run, launcher, extra)]
     with open(log, "a") as f:
@@ -210,9 +214,12 @@ def progress(running: list, waiting: int, slots: int, now: float, finished: tupl
     return f"running: {'; '.join(parts) or 'none'} | {waiting} waiting | sweep eta {sweep}"
 
 
-def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None], every: float = 60) -> dict:
-    """Every (run, its state) in todo, len(gpus) at a time (one per GPU), in order, with a progress line every
-    `every` seconds; {run's name: (exit status, error line)} of the failures."""
+def run_all(
+    todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None], every: float = 60, threads=None
+) -> dict:
+    """Every (run, its state) in todo, len(gpus) at a time (one per GPU, or None: runs side by side on the
+    CPU with `threads` threads each), in order, with a progress line every `every` seconds; {run's name:
+    (exit status, error line)} of the failures."""
     work, failures, lock, running, finished = queue.Queue(), {}, threading.Lock(), {}, []
     for item in todo:
         work.put(item)
@@ -227,22 +234,22 @@ def run_all(todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | 
             with lock:
                 running[r.out_dir] = (r, time.monotonic())
             try:
-                code, error = execute(r, launcher, extra, gpu)
+                code, error = execute(r, launcher, extra, gpu, threads)
             except OSError as e:  # its out_dir or log could not be made: a failure of this run, not a dead thread
                 code, error = 1, f"could not start: {e}"
             with lock:
                 started = running.pop(r.out_dir)[1]
                 if error:
-                    failures[r.out_dir.name] = (code, error)
+                    failures[str(r.out_dir)] = (code, error)
                 else:
                     finished.append(time.monotonic() - started)
                 print(f"{'FAILED' if error else 'done'}: {describe(r)}" + (f": {error}" if error else ""))
 
-    threads = [threading.Thread(target=worker, args=(g,)) for g in gpus]
-    for t in threads:
+    workers = [threading.Thread(target=worker, args=(g,)) for g in gpus]
+    for t in workers:
         t.start()
     due = time.monotonic() + every
-    while any(t.is_alive() for t in threads):
+    while any(t.is_alive() for t in workers):
         time.sleep(0.2)
         if time.monotonic() >= due:
             due += every
@@ -276,26 +283,37 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("arms", nargs="+", help="config files, one per arm; the first is the baseline")
     p.add_argument("--seeds", default="1,2,3", help="model seeds, a comma list (with --grid: stage 2's)")
     p.add_argument("--out_root", default="out-sweep", help="each run's out_dir is OUT_ROOT/ARM-sSEED")
+    add_run_options(p)
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="a grid axis (repeatable)")
+    p.add_argument("--tune_seeds", help="with --grid: the seeds of stage 1, disjoint from --seeds")
+    p.add_argument("--tune_iters", type=int, help="with --grid: stage 1's length (its schedule scaled alike)")
+    p.add_argument(
+        "--metric", default="val_loss", choices=list(METRICS),
+        help="with --grid: what stage 1 chooses by and the comparison reports (accuracy: datasets of examples)",
+    )  # fmt: skip
+    p.add_argument("--png", help="the comparison figure (default: OUT_ROOT/compare.png; '' for none)")
+    p.add_argument("--md", help="also write the comparison table to this markdown file")
+    p.add_argument("--json", help="with --grid: also write the result as JSON here")
+    return p
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Where and how the runs run (sweep.py's and screen.py's): launcher, GPUs or CPU jobs, the executor."""
     p.add_argument("--launcher", default=f"{shlex.quote(sys.executable)}", help="e.g. 'torchrun --nproc_per_node=8'")
     p.add_argument("--gpus", help="a comma list: one run per GPU at a time, through CUDA_VISIBLE_DEVICES")
+    p.add_argument("--jobs", type=int, default=1, help="without --gpus: runs side by side on this machine's CPUs")
+    p.add_argument("--threads", type=int, help="with --jobs: each run's CPU threads (default: the CPUs / jobs)")
     p.add_argument(
         "--executor", default="local", choices=("local", *cluster.EXECUTORS),
-        help="local: runs started here (--gpus); slurm: SLURM job arrays through submitit; submitit_local: "
+        help="local: runs started here (--gpus, --jobs); slurm: SLURM job arrays through submitit; submitit_local: "
         "submitit's local executor (the cluster path on this machine)",
     )  # fmt: skip
     p.add_argument("--slurm_partition", help="with --executor=slurm: the partition")
     p.add_argument("--slurm_gpus", type=int, default=8, help="with --executor=slurm: GPUs per job (one node)")
     p.add_argument("--slurm_time", type=int, default=4320, help="a job's time limit in minutes (default 3 days)")
     p.add_argument("--slurm_parallelism", type=int, help="with --executor=slurm: at most this many jobs at once")
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="a grid axis (repeatable)")
-    p.add_argument("--tune_seeds", help="with --grid: the seeds of stage 1, disjoint from --seeds")
-    p.add_argument("--tune_iters", type=int, help="with --grid: stage 1's length (its schedule scaled alike)")
-    p.add_argument("--png", help="the comparison figure (default: OUT_ROOT/compare.png; '' for none)")
-    p.add_argument("--md", help="also write the comparison table to this markdown file")
-    p.add_argument("--json", help="with --grid: also write the result as JSON here")
     p.add_argument("--dry_run", action="store_true", help="list each run and what it would do; run nothing")
     p.add_argument("--progress_every", type=float, default=60, help="seconds between progress lines")
-    return p
 
 
 def run(argv):
@@ -313,7 +331,14 @@ def run(argv):
     check_arm_names(runs, args.arms)
     finished, failures = launch(runs, args, extra)
     if finished:
-        compare.run([*(str(r.out_dir) for r in finished), f"--baseline={runs[0].arm}", *outputs(args)])
+        compare.run(
+            [
+                *(str(r.out_dir) for r in finished),
+                f"--baseline={runs[0].arm}",
+                f"--metric={args.metric}",
+                *outputs(args),
+            ]
+        )
     if len(finished) < len(runs) and not args.dry_run:
         raise UserError(
             f"{len(runs) - len(finished)} of {len(runs)} runs did not finish ({len(failures)} failed, above): fix "
@@ -326,8 +351,15 @@ def check_executor(args) -> None:
     slurm = [o for o in ("slurm_partition", "slurm_parallelism") if getattr(args, o) is not None]
     if args.executor != "slurm" and slurm:
         raise UserError(f"--{slurm[0]} is an option of --executor=slurm, not --executor={args.executor}")
-    if args.executor != "local" and args.gpus:
-        raise UserError(f"--gpus places runs started here: with --executor={args.executor} the scheduler places jobs")
+    if args.executor != "local" and (args.gpus or args.jobs != 1 or args.threads):
+        option = "--gpus" if args.gpus else "--jobs" if args.jobs != 1 else "--threads"
+        raise UserError(f"{option} places runs started here: with --executor={args.executor} the scheduler places jobs")
+    if args.gpus and (args.jobs != 1 or args.threads):
+        raise UserError("--gpus runs one run per GPU: --jobs and --threads are for runs side by side on CPUs")
+    for option in ("jobs", "threads"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise UserError(f"--{option}={value}: give a number >= 1")
     for option in ("slurm_gpus", "slurm_time", "slurm_parallelism"):
         value = getattr(args, option)
         if value is not None and value < 1:
@@ -364,9 +396,9 @@ def two_stage(args, extra, seeds):
         print(f"stage 2: each arm's chosen point x seeds {seeds}, once stage 1 has finished")
         return
     gave_up = {n for n, (code, _) in failures.items() if code == DIVERGED}
-    if any(r not in finished and r.out_dir.name not in gave_up for r in stage1):
+    if any(r not in finished and str(r.out_dir) not in gave_up for r in stage1):
         raise UserError("stage 1 is not complete (above): run the same command again; stage 2 starts after it")
-    chosen = chosen_points(stage1, keys)
+    chosen = chosen_points(stage1, keys, METRICS[args.metric])
     stage2 = [r for config, arm in zip(args.arms, arm_names(args.arms)) for r in runs_of(
         config, arm, seeds, out_root, extra, chosen[arm], "report")]  # fmt: skip
     print(f"stage 2: {len(stage2)} runs at " + "; ".join(f"{a} {point_name(p)}" for a, p in chosen.items()))
@@ -376,7 +408,8 @@ def two_stage(args, extra, seeds):
     tune = f"--tune={','.join(keys)}"
     json_out = [f"--json={args.json}"] if args.json else []
     compare.run(
-        [*(str(r.out_dir) for r in stage1 + stage2), tune, f"--baseline={stage2[0].arm}", *outputs(args), *json_out]
+        [*(str(r.out_dir) for r in stage1 + stage2), tune, f"--baseline={stage2[0].arm}", f"--metric={args.metric}"]
+        + [*outputs(args), *json_out]
     )
 
 
@@ -412,10 +445,10 @@ def grid_points(grid: list[str], extra) -> tuple[list[str], list[dict]]:
     return keys, [dict(zip(keys, combo)) for combo in itertools.product(*axes.values())]
 
 
-def chosen_points(stage1: list[Run], keys) -> dict:
+def chosen_points(stage1: list[Run], keys, metric: Metric = LOSS) -> dict:
     """{arm: its chosen grid point as given on the command line}: tuning.choose on stage 1's runs."""
     runs = {r.out_dir: compare.Run.from_dir(r.out_dir) for r in stage1}
-    choice = tuning.choose(list(runs.values()), keys)
+    choice = tuning.choose(list(runs.values()), keys, metric)
     out = {}
     for r in stage1:
         if tuning.point_of(runs[r.out_dir], keys) == tuple(choice[r.arm]["chosen"].values()):
@@ -446,15 +479,16 @@ def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict
     check_out_root(Path(args.out_root))
     todo = [(r, state) for r, state in zip(runs, states) if state != "finished"]
     if args.executor == "local":
-        gpus = args.gpus.split(",") if args.gpus else [None]
-        failures = run_all(todo, args.launcher, extra, gpus, args.progress_every)
+        gpus = args.gpus.split(",") if args.gpus else [None] * args.jobs
+        threads = args.threads or (max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None)
+        failures = run_all(todo, args.launcher, extra, gpus, args.progress_every, threads)
     else:
         failures = submit_all(todo, args, extra)
     finished = [r for r in runs if r.status() == "finished"]
     failed = {n: e for n, (code, e) in failures.items() if code != tolerate}
     print(f"\n{len(finished)} of {len(runs)} runs finished, {len(failed)} failed this time")
     for name, (code, error) in failures.items():
-        said = "diverged: counted as the worst loss of its point" if code == tolerate else "failed"
+        said = "diverged: counted as the worst value of its point" if code == tolerate else "failed"
         print(f"  {name} {said}: {error}")
     return finished, failures
 

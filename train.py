@@ -24,6 +24,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Annotated
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -32,19 +33,23 @@ from model import GPT, GPTConfig
 from nlq.common.domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from nlq.common.errors import ConfigError, UserError
 from nlq.data.dataset import check_token_ids, load_meta, open_split
+from nlq.data.examples import Examples, is_examples, open_examples
 from nlq.data.loader import (
     OFFICIAL_EVAL,
     OFFICIAL_STEPS,
     SAMPLINGS,
     TRAIN_EVAL_KEY,
     VAL_KEY,
+    ExampleBatches,
     TrainBatches,
     check_official,
+    example_rows,
     fixed_offsets,
     official_eval_offsets,
     official_train_table,
     windows,
 )
+from nlq.eval.accuracy import accuracy
 from nlq.interop import importers
 from nlq.run import checkpoint, parallel, start
 from nlq.run.hardware import (
@@ -84,7 +89,7 @@ class TrainConfig:
     wandb_group: Annotated[str | None, Text()] = None  # the arms of one sweep share a group
     wandb_run_name: Annotated[str | None, Text()] = None  # the arm's name; compare.py pools runs of one name as seeds
     # data
-    dataset: Annotated[str, Text()] = "openwebtext"  # data/<dataset>, or a directory with train.bin/val.bin
+    dataset: Annotated[str, Text()] = "openwebtext"  # data/<dataset>, or a directory: train.bin/val.bin, or examples
     data_seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # batch order and evaluation windows; keep it fixed across arms
     sampling: Annotated[str, OneOf(*SAMPLINGS)] = "random"  # random windows, permutation, lines, official (its stream)
     eval_order: Annotated[str, OneOf("fixed", "official")] = "fixed"  # fixed windows, or official: its k-th at eval k
@@ -154,6 +159,16 @@ def is_dtype_choice(value) -> bool:
     return isinstance(value, list) and len(value) == 2 and value[0] in ("float32", "bfloat16")
 
 
+def evaluation_line(rec: dict) -> str:
+    """An evaluation's console words: the losses, and on a dataset of examples the test split's accuracy."""
+    if "val_acc" in rec:
+        return (
+            f"test loss {rec['val_loss']:.4f}, accuracy {rec['val_acc']:.4f} "
+            f"(per example {rec['val_example_acc']:.4f}), train loss {rec['train_eval_loss']:.4f}"
+        )
+    return f"val loss {rec['val_loss']:.4f}, train loss {rec['train_eval_loss']:.4f}"
+
+
 def format_eta(seconds: float) -> str:
     """HH:MM:SS, or '4d 03:12' past a day (a clock time would wrap every 24 h)."""
     minutes, s = divmod(int(seconds), 60)
@@ -182,16 +197,20 @@ def setup_distributed(cfg: TrainConfig) -> Dist:
 class Data:
     path: str
     meta: dict
-    train: object  # memory-mapped token ids
-    val: object
-    batches: TrainBatches
+    train: object  # memory-mapped token ids (an examples dataset: its train Split)
+    val: object  # (an examples dataset: its test Split)
+    batches: TrainBatches | ExampleBatches
     eval_windows: object  # step -> (val offsets, train offsets) of the evaluation at that step
+    row_tokens: int  # tokens of one row: block_size, or an example's length
+    examples: Examples | None = None  # a dataset of whole examples: evaluated for accuracy on its test split
 
 
 def open_data(cfg: TrainConfig, block_size: int) -> Data:
     """The dataset's splits, checked against meta.json, the batch order of every step and the windows of
     every evaluation."""
     path = cfg.dataset if os.path.isdir(cfg.dataset) else os.path.join("data", cfg.dataset)
+    if is_examples(path):
+        return open_example_data(cfg, path, block_size)
     meta = load_meta(path)
     train = open_split(path, "train", min_tokens=block_size + 1)
     val = open_split(path, "val", min_tokens=block_size + 1)
@@ -210,7 +229,25 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
         eval_windows = evaluation_windows(cfg, block_size, len(train), len(val), path)
     except ValueError as e:
         raise ConfigError(f"{path}: {e}") from None
-    return Data(path, meta, train, val, batches, eval_windows)
+    return Data(path, meta, train, val, batches, eval_windows, block_size)
+
+
+def open_example_data(cfg: TrainConfig, path: str, block_size: int) -> Data:
+    """A dataset of whole examples (data/synthetic_tasks/prepare.py, or MAD-Lab's layout): rows are examples
+    in epochs of fresh permutations from data_seed; each evaluation scores the whole test split (loss and
+    accuracy) and the loss of a fixed sample of training examples."""
+    if cfg.sampling in ("lines", "official") or cfg.eval_order == "official":
+        raise ConfigError(
+            f"{path} is a dataset of whole examples, read in epochs of permutations: sampling={cfg.sampling!r} and "
+            f"eval_order={cfg.eval_order!r} are for token datasets (leave them at their defaults)"
+        )
+    ex = open_examples(path, block_size)
+    vocab = ex.meta["vocab_size"]
+    batches = ExampleBatches(ex.train, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.data_seed, vocab)
+    n = min(len(ex.train), cfg.eval_iters * cfg.batch_size)
+    train_sample = np.sort(np.random.default_rng([cfg.data_seed, TRAIN_EVAL_KEY]).choice(len(ex.train), n, False))
+    fixed = (np.arange(len(ex.test)), train_sample)
+    return Data(path, ex.meta, ex.train, ex.test, batches, lambda step: fixed, ex.seq_len, ex)
 
 
 def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: int, path: str):
@@ -370,8 +407,8 @@ class Trainer:
             self.best_val = ckpt.get("best_val_loss", math.inf)
         self.wandb_id = (ckpt or {}).get("wandb_id") or uuid.uuid4().hex[:12]  # a resume continues the wandb run
         self.accum = step.accum
-        self.tokens_per_step = self.block_size * cfg.batch_size * cfg.gradient_accumulation_steps
-        self.flops_per_step = self.raw_model.flops_per_token(self.block_size) * self.tokens_per_step
+        self.tokens_per_step = data.row_tokens * cfg.batch_size * cfg.gradient_accumulation_steps
+        self.flops_per_step = self.raw_model.flops_per_token(data.row_tokens) * self.tokens_per_step
         self.peak, self.peak_source = peak_flops(d.device, self.dtype, cfg.cpu_peak_flops, cached=True)
         self.remeasured = False  # a CPU's cached peak is measured again at most once per run (mfu)
 
@@ -435,6 +472,31 @@ class Trainer:
             dist.all_reduce(total)
         self.model.train()
         return (total[0] / total[1]).item()
+
+    @torch.no_grad()
+    def evaluate_examples(self, split, chosen) -> dict:
+        """Loss (mean over scored tokens) and accuracy (per scored token, per example) of the chosen
+        examples; ranks split them and sum, each running the same number of forward passes (a rank short of
+        examples repeats one, counted 0)."""
+        self.model.eval()
+        mine = chosen[self.d.rank :: self.d.world_size]
+        per_rank = math.ceil(len(chosen) / self.d.world_size)
+        total = torch.zeros(5, device=self.d.device, dtype=torch.float64)  # loss sum, right, scored, right ex, ex
+        for i in range(0, per_rank, self.cfg.batch_size):
+            rows = mine[i : i + self.cfg.batch_size]
+            x, y = example_rows(split, rows if len(rows) else chosen[:1], self.data.meta["vocab_size"])
+            x, y = x.to(self.d.device), y.to(self.d.device)
+            with self.ctx:
+                logits, loss = self.model(x, y, return_logits=True)
+            counts = accuracy(logits, y) if len(rows) else (0, 0, 0, 0)
+            if counts[1]:  # a batch of no scored token has no loss (0 / 0)
+                total[0] += loss.double() * counts[1]
+            total[1:] += torch.tensor(counts, dtype=torch.float64, device=self.d.device)
+        if self.d.enabled:
+            dist.all_reduce(total)
+        self.model.train()
+        loss_sum, right, scored, right_ex, examples = total.tolist()
+        return {"loss": loss_sum / scored, "acc": right / scored, "example_acc": right_ex / examples}
 
     def stop_if_diverged(self, what: str | None = None) -> None:
         step = self.guard.bad_step()
@@ -504,18 +566,26 @@ class Trainer:
         self.stop_if_diverged()
         improved = False
         if it != self.start or self.last_saved is None:  # a resumed step was evaluated before its save
-            val_windows, train_windows = self.data.eval_windows(it)
-            val = self.evaluate(self.data.val, val_windows)
-            train_eval = self.evaluate(self.data.train, train_windows)
+            rec = self.evaluation(it)
+            val, train_eval = rec["val_loss"], rec["train_eval_loss"]
             if not (math.isfinite(val) and math.isfinite(train_eval)):
                 self.stop_if_diverged(f"non-finite validation loss {val} at step {it}: not saved")
-            self.record(
-                {"step": it, "val_loss": val, "train_eval_loss": train_eval, "tokens": it * self.tokens_per_step}
-            )
-            self.say(f"step {it}: val loss {val:.4f}, train loss {train_eval:.4f}")
+            self.record({"step": it, **rec, "tokens": it * self.tokens_per_step})
+            self.say(f"step {it}: {evaluation_line(rec)}")
             improved, self.best_val = val < self.best_val, min(val, self.best_val)
         if it > self.start and (self.cfg.always_save_checkpoint or improved):
             self.save(it)
+
+    def evaluation(self, it: int) -> dict:
+        """The evaluation records of step it: val_loss and train_eval_loss on the step's windows; on a dataset of
+        examples val_* is the test split's, with its accuracy per scored token and per example."""
+        val_rows, train_rows = self.data.eval_windows(it)
+        if self.data.examples is None:
+            val = self.evaluate(self.data.val, val_rows)
+            return {"val_loss": val, "train_eval_loss": self.evaluate(self.data.train, train_rows)}
+        test = self.evaluate_examples(self.data.val, val_rows)
+        rec = {"val_loss": test["loss"], "val_acc": test["acc"], "val_example_acc": test["example_acc"]}
+        return rec | {"train_eval_loss": self.evaluate_examples(self.data.train, train_rows)["loss"]}
 
     def train_step(self, it: int) -> torch.Tensor:
         """One optimizer step on step it's batch; returns the mean loss and gradient norm (no host sync)."""
@@ -638,11 +708,8 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
     wandb = Wandb(cfg.wandb_log and d.master and not cfg.eval_only)
     trainer = Trainer(cfg, model_cfg, d, data, model, ckpt, origin, run_dir, wandb)
     if cfg.eval_only:
-        val_windows, train_windows = data.eval_windows(trainer.start)
-        val = trainer.evaluate(data.val, val_windows)
-        train_eval = trainer.evaluate(data.train, train_windows)
         trainer.say(
-            f"step {trainer.start}: val loss {val:.4f}, train loss {train_eval:.4f} (eval_only: nothing written)"
+            f"step {trainer.start}: {evaluation_line(trainer.evaluation(trainer.start))} (eval_only: nothing written)"
         )
         return
     if d.master:

@@ -56,9 +56,9 @@ def run_jobs(todo, commands: dict, ex, folder: Path, every: float, progress, las
     record = read_record(record_path)
     jobs, submit = {}, []
     for run, _ in todo:
-        job = attach(ex, folder, record.get(run.out_dir.name))
+        job = attach(ex, folder, record.get(key(run, folder)))
         if job is not None:
-            print(f"waiting for job {job.job_id}: {run.out_dir.name} (submitted by an earlier sweep)")
+            print(f"waiting for job {job.job_id}: {key(run, folder)} (submitted by an earlier sweep)")
             jobs[run.out_dir] = (run, job)
         else:
             submit.append(run)
@@ -71,9 +71,9 @@ def run_jobs(todo, commands: dict, ex, folder: Path, every: float, progress, las
                 for r in submit
             ]
         for run, job in zip(submit, submitted):
-            print(f"submitted job {job.job_id}: {run.out_dir.name}")
+            print(f"submitted job {job.job_id}: {key(run, folder)}")
             jobs[run.out_dir] = (run, job)
-            record[run.out_dir.name] = job.job_id
+            record[key(run, folder)] = job.job_id
         atomic_write_json(record_path, record)
     return wait(jobs, folder, every, progress, last_error)
 
@@ -99,8 +99,14 @@ def attach(ex, folder: Path, job_id):
     return job if job.state.upper() in ACTIVE else None
 
 
+def key(run, folder: Path) -> str:
+    """The run's name in jobs.json and its status file: its out_dir below the sweep's out_root (folder's
+    parent), its name alone for a sweep's runs, SETTING--name for a screen's."""
+    return "--".join(run.out_dir.resolve().relative_to(folder.resolve().parent).parts)
+
+
 def paths(run, folder: Path) -> tuple[Path, Path]:
-    return run.out_dir / "train.log", folder / f"{run.out_dir.name}.status"
+    return run.out_dir / "train.log", folder / f"{key(run, folder)}.status"
 
 
 def wait(jobs: dict, folder: Path, every: float, progress, last_error) -> dict:
@@ -127,6 +133,6 @@ def wait(jobs: dict, folder: Path, every: float, progress, last_error) -> dict:
             error = (
                 last_error(log) if code is not None else f"job {job.job_id} ended {states[d]} without an exit status"
             )
-            failures[run.out_dir.name] = (1 if code is None else code, error)
-        print(f"{'done' if code == 0 else 'FAILED'}: job {job.job_id} {run.out_dir.name}")
+            failures[str(run.out_dir)] = (1 if code is None else code, error)
+        print(f"{'done' if code == 0 else 'FAILED'}: job {job.job_id} {key(run, folder)}")
     return failures

@@ -1,14 +1,54 @@
-"""The statistics of a comparison of arms over seeds: each arm's relative improvement over a baseline with
-its 95 % t interval and p (paired by seed where both arms ran the same seeds, else Welch), and Holm's
-adjustment of the p of several arms compared with one baseline. A run here is anything with .seed and
-.evals ({step: {"val_loss": ...}}): compare.Run."""
+"""The statistics of a comparison of arms over seeds: each arm's improvement over a baseline with its 95 % t
+interval and p (paired by seed where both arms ran the same seeds, else Welch), and Holm's adjustment of the
+p of several arms compared with one baseline. A run here is anything with .seed and .evals ({step: {"val_loss":
+..., "val_acc": ...}}): compare.Run. What is compared is a Metric: the validation loss (lower is better, the
+improvement relative to the baseline's) or an accuracy on the synthetic tasks (higher is better, the
+improvement in points)."""
 
 import math
 import statistics
+from dataclasses import dataclass
 
 # A spread this small relative to the loss is float rounding (3.10 - 3.05 and 3.00 - 2.95 differ in the
 # 16th digit), not seed-to-seed variation: no t-test on it, which would report p ~ 1e-30.
 ROUNDING = 1e-12
+
+
+@dataclass(frozen=True)
+class Metric:
+    """An evaluation record's key, which way is better, and how a difference from the baseline is stated:
+    relative to the baseline's mean (a loss), or as a difference (an accuracy, in points)."""
+
+    key: str
+    higher_is_better: bool
+    relative: bool
+    name: str  # in sentences
+    column: str  # a table's column
+
+    @property
+    def worst(self) -> float:
+        """What a run that never reached its last evaluation counts as."""
+        return -math.inf if self.higher_is_better else math.inf
+
+    def best(self, rows, value):
+        """The row of rows whose value(row) is best (the first such)."""
+        return (max if self.higher_is_better else min)(rows, key=value)
+
+    @property
+    def better(self) -> str:
+        return "higher accuracy" if self.higher_is_better else "lower loss"
+
+    def gain(self, value: float) -> str:
+        """An improvement as the tables print it: a percentage of the baseline, or points."""
+        return f"{value:+.2%}" if self.relative else f"{100 * value:+.2f} pts"
+
+
+METRICS = {
+    "val_loss": Metric("val_loss", False, True, "validation loss", "val loss"),
+    "val_acc": Metric("val_acc", True, False, "test accuracy per scored token", "accuracy"),
+    "val_example_acc": Metric("val_example_acc", True, False, "test accuracy per example", "example accuracy"),
+}
+LOSS = METRICS["val_loss"]
 
 
 def paired(arm_runs, base_runs) -> bool:
@@ -17,21 +57,24 @@ def paired(arm_runs, base_runs) -> bool:
     return len(seeds) > 1 and len(set(seeds)) == len(seeds) and sorted(seeds) == sorted(r.seed for r in base_runs)
 
 
-def by_seed(rs, step):
-    return [r.evals[step]["val_loss"] for r in sorted(rs, key=lambda r: r.seed)]
+def by_seed(rs, step, key: str = "val_loss"):
+    return [r.evals[step][key] for r in sorted(rs, key=lambda r: r.seed)]
 
 
-def versus_baseline(arm_runs, base_runs, step):
-    """(relative improvement, its 95 % interval as (low, high) or None, p or None, 'paired'/'Welch'):
-    improvement = (baseline mean - arm mean) / baseline mean, a t interval on the difference of means."""
+def versus_baseline(arm_runs, base_runs, step, metric: Metric = LOSS):
+    """(improvement, its 95 % interval as (low, high) or None, p or None, 'paired'/'Welch'), a t interval on
+    the difference of means. A loss: (baseline mean - arm mean) / baseline mean; an accuracy: arm mean -
+    baseline mean. Positive is better in both."""
     from scipy import stats
 
-    a, b = by_seed(arm_runs, step), by_seed(base_runs, step)
+    a, b = by_seed(arm_runs, step, metric.key), by_seed(base_runs, step, metric.key)
     base = statistics.mean(b)
-    diff = base - statistics.mean(a)
-    rounding = ROUNDING * abs(base)
+    sign = 1 if metric.higher_is_better else -1
+    diff = sign * (statistics.mean(a) - base)
+    scale = base if metric.relative else 1.0
+    rounding = ROUNDING * abs(scale)
     if paired(arm_runs, base_runs):
-        d = [y - x for x, y in zip(a, b)]
+        d = [sign * (x - y) for x, y in zip(a, b)]
         se, df, kind = statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1, "paired"
         se = se if se > rounding else 0.0
         p = float(stats.ttest_rel(b, a).pvalue) if se > 0 else None
@@ -42,9 +85,9 @@ def versus_baseline(arm_runs, base_runs, step):
         df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1
         p = float(stats.ttest_ind(a, b, equal_var=False).pvalue) if se > 0 else None
     else:
-        return diff / base, None, None, "one run"
+        return diff / scale, None, None, "one run"
     half = stats.t.ppf(0.975, df) * se
-    return diff / base, ((diff - half) / base, (diff + half) / base), p, kind
+    return diff / scale, ((diff - half) / scale, (diff + half) / scale), p, kind
 
 
 def holm(p: dict) -> dict:

@@ -2,8 +2,9 @@
 comparison reported on fresh seeds.
 
 Stage 1 ("tune") runs every arm at every grid point on the tune seeds; each arm's point is the one with
-the lowest final validation loss, averaged over its tune seeds (a run that diverged or never reached its
-last step counts as the worst loss, +inf, and is said so). Stage 2 ("report") runs each arm's chosen point
+the best final value of the metric (the lowest validation loss, or on the synthetic tasks the highest
+accuracy), averaged over its tune seeds (a run that diverged or never reached its last step counts as the
+worst value, +inf loss or -inf accuracy, and is said so). Stage 2 ("report") runs each arm's chosen point
 on seeds disjoint from the tune seeds: a choice reported on the seeds that made it is biased in its
 favour. The report is of stage 2 alone: per arm its chosen values, its loss over the fresh seeds, its
 improvement over the baseline's *tuned* point (paired by seed) with a 95 % interval and p, p adjusted for
@@ -19,7 +20,7 @@ import statistics
 
 from model import GPTConfig, training_flops_per_token
 from nlq.common.errors import UserError
-from nlq.comparison.stats import holm, versus_baseline
+from nlq.comparison.stats import LOSS, METRICS, Metric, holm, versus_baseline
 
 STAGES = ("tune", "report")
 LOG_KEYS = ("learning_rate", "min_lr", "weight_decay")  # drawn on a log axis, whatever their span
@@ -43,27 +44,29 @@ def point_of(run, keys) -> tuple:
     return tuple(run.config[k] for k in keys)
 
 
-def final_loss(run) -> float:
-    """The validation loss at the run's last step (max_iters), or +inf if it never got there (it diverged,
-    or stopped): the worst loss, so that a point whose runs diverge is never chosen."""
+def final_value(run, metric: Metric = LOSS) -> float:
+    """The metric at the run's last step (max_iters), or the worst value (metric.worst) if it never got there
+    (it diverged, or stopped), so that a point whose runs diverge is never chosen."""
     record = run.evals.get(run.config.get("max_iters"))
-    return record["val_loss"] if record is not None and math.isfinite(record["val_loss"]) else math.inf
+    if record is None or not isinstance(record.get(metric.key), (int, float)) or not math.isfinite(record[metric.key]):
+        return metric.worst
+    return record[metric.key]
 
 
-def choose(tune_runs, keys) -> dict:
-    """{arm: {"chosen": {key: value}, "points": [{"point", "losses", "val_loss_mean", "diverged"}]}}: each
-    arm's grid point of lowest mean final loss over its tune seeds (the first such in sorted grid order)."""
-    out = {}
+def choose(tune_runs, keys, metric: Metric = LOSS) -> dict:
+    """{arm: {"chosen": {key: value}, "points": [{"point", "values", "<metric>_mean", "diverged"}]}}: each
+    arm's grid point of best mean final value over its tune seeds (the first such in sorted grid order)."""
+    out, mean = {}, f"{metric.key}_mean"
     for arm, runs in sorted(by_arm(tune_runs).items()):
         points = {}
         for r in runs:
-            points.setdefault(point_of(r, keys), []).append(final_loss(r))
+            points.setdefault(point_of(r, keys), []).append(final_value(r, metric))
         rows = [
-            {"point": dict(zip(keys, p)), "losses": losses, "val_loss_mean": statistics.mean(losses)}
-            | {"diverged": sum(not math.isfinite(x) for x in losses)}
-            for p, losses in sorted(points.items(), key=lambda kv: [sort_key(v) for v in kv[0]])
+            {"point": dict(zip(keys, p)), "values": values, mean: statistics.mean(values)}
+            | {"diverged": sum(not math.isfinite(x) for x in values)}
+            for p, values in sorted(points.items(), key=lambda kv: [sort_key(v) for v in kv[0]])
         ]
-        best = min(rows, key=lambda row: row["val_loss_mean"])
+        best = metric.best(rows, lambda row: row[mean])
         out[arm] = {"chosen": best["point"], "points": rows}
     return out
 
@@ -104,7 +107,7 @@ def budget(runs) -> dict:
     return {"runs": len(runs), "tokens": tokens, "flops": flops}
 
 
-def report(runs, keys, baseline: str) -> dict:
+def report(runs, keys, baseline: str, metric: Metric = LOSS) -> dict:
     """The two-stage comparison of runs (both stages) as a dict (the --json layout)."""
     tune = [r for r in runs if stage_of(r) == "tune"]
     fresh = [r for r in runs if stage_of(r) == "report"]
@@ -113,30 +116,30 @@ def report(runs, keys, baseline: str) -> dict:
             f"{len(tune)} stage-1 (tune) and {len(fresh)} stage-2 (report) runs: a two-stage comparison needs both "
             "(their wandb_group ends in /tune or /report, as sweep.py --grid sets it)"
         )
-    choice, arms = choose(tune, keys), by_arm(fresh)
+    choice, arms = choose(tune, keys, metric), by_arm(fresh)
     tune_seeds = sorted({r.seed for r in tune})
-    check_stage2(choice, arms, keys, tune_seeds, baseline)
+    check_stage2(choice, arms, keys, tune_seeds, baseline, metric)
     step = min(r.config["max_iters"] for r in fresh)
-    out = {"baseline": baseline, "keys": list(keys), "step": step, "tune_seeds": tune_seeds}
+    out = {"baseline": baseline, "metric": metric.key, "keys": list(keys), "step": step, "tune_seeds": tune_seeds}
     out["seeds"], out["arms"] = sorted({r.seed for r in fresh}), {}
     tune_arms = by_arm(tune)
     for arm, rs in sorted(arms.items()):
-        losses = [r.evals[step]["val_loss"] for r in rs]
+        values = [r.evals[step][metric.key] for r in rs]
         gain, interval, p, kind = (
-            (0.0, None, None, "") if arm == baseline else versus_baseline(rs, arms[baseline], step)
+            (0.0, None, None, "") if arm == baseline else versus_baseline(rs, arms[baseline], step, metric)
         )
         out["arms"][arm] = {
             "chosen": choice[arm]["chosen"],
             "n": len(rs),
-            "val_loss_mean": statistics.mean(losses),
-            "val_loss_std": statistics.stdev(losses) if len(losses) > 1 else None,
+            f"{metric.key}_mean": statistics.mean(values),
+            f"{metric.key}_std": statistics.stdev(values) if len(values) > 1 else None,
             "improvement": gain,
             "interval": list(interval) if interval else None,
             "p": p,
             "test": kind,
             "budget": budget(tune_arms[arm]),
             "at_grid_edge": at_grid_edge(choice[arm]["points"], choice[arm]["chosen"]),
-            "stage1": [finite(row) for row in choice[arm]["points"]],
+            "stage1": [finite(row, metric) for row in choice[arm]["points"]],
         }
     adjusted = holm({a: r["p"] for a, r in out["arms"].items() if a != baseline})
     for arm, r in out["arms"].items():
@@ -144,13 +147,14 @@ def report(runs, keys, baseline: str) -> dict:
     return out
 
 
-def finite(row: dict) -> dict:
-    """A stage-1 row with None for a loss that is not finite (JSON has no infinity)."""
+def finite(row: dict, metric: Metric = LOSS) -> dict:
+    """A stage-1 row with None for a value that is not finite (JSON has no infinity)."""
     number = lambda x: x if math.isfinite(x) else None  # noqa: E731
-    return {**row, "losses": [number(x) for x in row["losses"]], "val_loss_mean": number(row["val_loss_mean"])}
+    mean = f"{metric.key}_mean"
+    return {**row, "values": [number(x) for x in row["values"]], mean: number(row[mean])}
 
 
-def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str) -> None:
+def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str, metric: Metric = LOSS) -> None:
     """Stage 2 holds every tuned arm, the baseline too, each at its chosen point, on fresh seeds, finished."""
     if baseline not in arms:
         raise TuningError(f"the baseline {baseline!r} has no stage-2 runs: its tuned point is what the arms face")
@@ -168,32 +172,34 @@ def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str
                     f"{r.name} reports seed {r.seed}, a tune seed: a choice reported on the seeds that made it is "
                     "biased in its favour; report on fresh seeds"
                 )
-            if not math.isfinite(final_loss(r)):
+            if not math.isfinite(final_value(r, metric)):
                 raise TuningError(f"{r.name} did not reach its last step: finish (or rerun) it before reporting")
 
 
 def markdown(result: dict) -> list[str]:
     """The stage-2 table, its budgets and its warnings, as markdown lines."""
-    keys = ", ".join(result["keys"])
+    metric = METRICS[result.get("metric", "val_loss")]
+    keys, mean, std = ", ".join(result["keys"]), f"{metric.key}_mean", f"{metric.key}_std"
     lines = [
-        f"stage 2: validation loss at step {result['step']} on fresh seeds {result['seeds']}, each arm at the "
-        f"{keys} that stage 1 chose on seeds {result['tune_seeds']}; improvement relative to "
-        f"{result['baseline']}'s tuned point (positive: lower loss), its 95 % interval and t-test p, and p "
-        "adjusted for the arms compared (Holm)",
+        f"stage 2: {metric.name} at step {result['step']} on fresh seeds {result['seeds']}, each arm at the "
+        f"{keys} that stage 1 chose on seeds {result['tune_seeds']}; improvement over {result['baseline']}'s "
+        f"tuned point ({'in points' if not metric.relative else 'relative'}; positive: {metric.better}), its 95 % "
+        "interval and t-test p, and p adjusted for the arms compared (Holm)",
         "",
-        "| arm | chosen | val loss | n | vs tuned baseline | 95 % interval | p | p (Holm) "
+        f"| arm | chosen | {metric.column} | n | vs tuned baseline | 95 % interval | p | p (Holm) "
         "| tuning: runs, tokens, FLOPs |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for arm, r in sorted(result["arms"].items(), key=lambda kv: -kv[1]["val_loss_mean"]):
+    worst_first = (lambda kv: kv[1][mean]) if metric.higher_is_better else (lambda kv: -kv[1][mean])
+    for arm, r in sorted(result["arms"].items(), key=worst_first):
         chosen = ", ".join(f"{k}={v}" for k, v in r["chosen"].items())
-        std = f" ± {r['val_loss_std']:.4f}" if r["val_loss_std"] is not None else ""
-        ci = f"[{r['interval'][0]:+.2%}, {r['interval'][1]:+.2%}]" if r["interval"] else "—"
+        spread = f" ± {r[std]:.4f}" if r[std] is not None else ""
+        ci = f"[{metric.gain(r['interval'][0])}, {metric.gain(r['interval'][1])}]" if r["interval"] else "—"
         p = f"{r['p']:.3g} ({r['test']})" if r["p"] is not None else "—"
         holm_p = f"{r['p_holm']:.3g}" if r["p_holm"] is not None else "—"
         b = r["budget"]
         lines.append(
-            f"| {arm} | {chosen} | {r['val_loss_mean']:.4f}{std} | {r['n']} | {r['improvement']:+.2%} | {ci} | {p} "
+            f"| {arm} | {chosen} | {r[mean]:.4f}{spread} | {r['n']} | {metric.gain(r['improvement'])} | {ci} | {p} "
             f"| {holm_p} | {b['runs']}, {b['tokens']:,}, {b['flops']:.3g} |"
         )
     budgets = {(r["budget"]["runs"], r["budget"]["tokens"]) for r in result["arms"].values()}
@@ -202,8 +208,8 @@ def markdown(result: dict) -> list[str]:
     for arm, r in sorted(result["arms"].items()):
         lines += [f"warning: {arm}: {w}" for w in r["at_grid_edge"]]
         lines += [
-            f"note: {arm}: {row['diverged']} of {len(row['losses'])} tune runs at {row['point']} did not finish "
-            "(counted as the worst loss)"
+            f"note: {arm}: {row['diverged']} of {len(row['values'])} tune runs at {row['point']} did not finish "
+            "(counted as the worst value)"
             for row in r["stage1"]
             if row["diverged"]
         ]
@@ -212,45 +218,52 @@ def markdown(result: dict) -> list[str]:
     return lines
 
 
-def loss_span(curves: dict) -> tuple | None:
-    """The stage-1 panel's loss axis: from the lowest loss to the upper quartile of the points' means. A
-    learning rate far too large ends near the loss at initialisation, which would flatten every optimum
-    into one line; the points above are drawn at the top edge. None when there is no range to show."""
+def loss_span(curves: dict, metric: Metric = LOSS) -> tuple | None:
+    """The stage-1 panel's axis: from the best value to the quartile of the points' means on the worse side
+    (a loss's upper, an accuracy's lower). A learning rate far too large ends near the value at
+    initialisation, which would flatten every optimum into one line; the points beyond are drawn at the
+    edge. None when there is no range to show."""
     means = [m for c in curves.values() for m in c["mean"] if m is not None and math.isfinite(m)]
-    lows = [x for c in curves.values() for x in c["low"] if x is not None and math.isfinite(x)]
-    if len(means) < 2 or not lows:
+    best_side = "high" if metric.higher_is_better else "low"
+    bests = [x for c in curves.values() for x in c[best_side] if x is not None and math.isfinite(x)]
+    if len(means) < 2 or not bests:
         return None
-    top = statistics.quantiles(means, n=4, method="inclusive")[2]
-    return (min(lows), top) if top > min(lows) else None
+    low_q, _, high_q = statistics.quantiles(means, n=4, method="inclusive")
+    if metric.higher_is_better:
+        return (low_q, max(bests)) if max(bests) > low_q else None
+    return (min(bests), high_q) if high_q > min(bests) else None
 
 
 def figure_data(result: dict) -> dict:
     """What the figure draws: per grid key, per arm, the stage-1 curve (value, mean, min, max over tune
     seeds) at the other keys' chosen values, and the chosen value, with the loss axis's span (loss_span);
     per arm, the stage-2 improvement with its interval."""
+    metric = METRICS[result.get("metric", "val_loss")]
     curves, spans = {}, {}
     for key in result["keys"]:
         curves[key] = {}
         for arm, r in result["arms"].items():
             others = {k: v for k, v in r["chosen"].items() if k != key}
             rows = [row for row in r["stage1"] if all(row["point"][k] == v for k, v in others.items())]
-            done = [[x for x in row["losses"] if x is not None] for row in rows]
+            done = [[x for x in row["values"] if x is not None] for row in rows]
             curves[key][arm] = {
                 "values": [row["point"][key] for row in rows],
-                "mean": [row["val_loss_mean"] for row in rows],  # None: a point whose runs did not all finish
+                "mean": [row[f"{metric.key}_mean"] for row in rows],  # None: a point whose runs did not all finish
                 "low": [min(f) if f else None for f in done],
                 "high": [max(f) if f else None for f in done],
                 "chosen": r["chosen"][key],
             }
-        spans[key] = loss_span(curves[key])
+        spans[key] = loss_span(curves[key], metric)
     gains = {arm: (r["improvement"], r["interval"]) for arm, r in result["arms"].items()}
-    return {"curves": curves, "span": spans, "improvement": gains, "baseline": result["baseline"]}
+    return {"curves": curves, "span": spans, "improvement": gains, "baseline": result["baseline"]} | {
+        "metric": metric.key
+    }
 
 
 def plot(result: dict, path) -> None:
-    """Loss against each grid key (log axis when its values span a factor of 10 or more), one line per arm
-    with the spread over tune seeds and the chosen point ringed, points off the loss axis as triangles at
-    its top; beside them, stage 2's improvements."""
+    """The metric against each grid key (log axis when its values span a factor of 10 or more), one line per
+    arm with the spread over tune seeds and the chosen point ringed, points beyond the axis's worse end as
+    triangles on it; beside them, stage 2's improvements."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -259,12 +272,14 @@ def plot(result: dict, path) -> None:
     from nlq.common.figures import save_figure
 
     data = figure_data(result)
+    metric = METRICS[data["metric"]]
     keys = list(data["curves"])
     fig, axes = plt.subplots(1, len(keys) + 1, figsize=(5.5 * (len(keys) + 1), 4.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
         span = data["span"][key]
         pad = 0.08 * (span[1] - span[0]) if span else 0.0
-        top = span[1] + pad if span else math.inf
+        low, high = (span[0] - pad, span[1] + pad) if span else (-math.inf, math.inf)
+        edge, mark = (low, "v") if metric.higher_is_better else (high, "^")  # the worse end of the axis
         for arm, c in sorted(data["curves"][key].items()):
             shown = [
                 (v, m, lo, hi) for v, m, lo, hi in zip(c["values"], c["mean"], c["low"], c["high"]) if m is not None
@@ -276,18 +291,19 @@ def plot(result: dict, path) -> None:
             ax.fill_between(v, lo, hi, color=line.get_color(), alpha=0.15)
             if c["chosen"] in v:
                 ax.plot([c["chosen"]], [m[v.index(c["chosen"])]], "o", ms=12, mfc="none", color=line.get_color())
-            above = [x for x, y in zip(v, m) if y > top]
-            ax.plot(above, [top] * len(above), "^", ms=9, color=line.get_color(), clip_on=False)
+            off = [x for x, y in zip(v, m) if (y < low if metric.higher_is_better else y > high)]
+            ax.plot(off, [edge] * len(off), mark, ms=9, color=line.get_color(), clip_on=False)
         if span:
-            ax.set_ylim(span[0] - pad, top)
+            ax.set_ylim(low, high)
         numeric = sorted({v for arm in data["curves"][key].values() for v in arm["values"] if isinstance(v, float)})
         if numeric and min(numeric) > 0 and (key in LOG_KEYS or max(numeric) / min(numeric) >= 10):
             ax.set_xscale("log")
         if numeric:
             ax.set_xticks(numeric, [f"{v:g}" for v in numeric])
             ax.minorticks_off()
-        label = "final val loss (▲: above the axis)" if span else "final val loss"
-        ax.set(xlabel=key, ylabel=label, title=f"stage 1: val loss against {key} (tune seeds)")
+        where = "▼: below the axis" if metric.higher_is_better else "▲: above the axis"
+        label = f"final {metric.column} ({where})" if span else f"final {metric.column}"
+        ax.set(xlabel=key, ylabel=label, title=f"stage 1: {metric.column} against {key} (tune seeds)")
         ax.legend()
     ax = axes[0][-1]
     arms = sorted(data["improvement"])
@@ -297,6 +313,7 @@ def plot(result: dict, path) -> None:
         ax.errorbar([i], [gain * 100], yerr=None if err is None else [[e[0] * 100] for e in err], fmt="o", capsize=4)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(range(len(arms)), arms, rotation=30)
-    ax.set(ylabel=f"improvement over tuned {data['baseline']} (%)", title="stage 2: fresh seeds, 95 % interval")
+    unit = "%" if metric.relative else "points"
+    ax.set(ylabel=f"improvement over tuned {data['baseline']} ({unit})", title="stage 2: fresh seeds, 95 % interval")
     fig.tight_layout()
     save_figure(fig, path)

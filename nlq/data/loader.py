@@ -157,6 +157,31 @@ def check_official(what: str, n_tokens: int, block_size: int, rows: int, expecte
         )
 
 
+class EpochOrder:
+    """Items 0 .. n - 1 visited once per epoch, each epoch in a fresh random order drawn from (seed, epoch):
+    the k-th item of the stream is a pure function of (seed, k)."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self._perms = n, seed, {}
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if epoch not in self._perms:
+            if len(self._perms) >= 2:  # a step's rows span at most two epochs
+                self._perms.pop(min(self._perms))
+            self._perms[epoch] = _rng(self.seed, EPOCH_KEY, epoch).permutation(self.n)
+        return self._perms[epoch]
+
+    def take(self, step: int, rows: int) -> np.ndarray:
+        """The items of step's rows: stream positions step * rows .. (step + 1) * rows - 1."""
+        k = step * rows + np.arange(rows)
+        epoch, index = np.divmod(k, self.n)
+        out = np.empty(rows, dtype=np.int64)
+        for e in np.unique(epoch):
+            sel = epoch == e
+            out[sel] = self._permutation(int(e))[index[sel]]
+        return out
+
+
 def fixed_offsets(n_tokens: int, block_size: int, count: int, seed: int, key: int) -> np.ndarray:
     """count window offsets drawn once from the seed: the same set at every evaluation and for every model."""
     return _rng(seed, key).integers(0, n_tokens - block_size, size=count)
@@ -201,15 +226,8 @@ class TrainBatches:
         if sampling == "official":
             check_official("sampling='official'", len(tokens), block_size, self.rows, OFFICIAL_ROWS)
             self.official = OfficialRows(len(tokens), official_table)
-        self._perms = {}
+        self.order = EpochOrder(self.n_windows, seed)
         self._last = (None, None)  # (step, offsets)
-
-    def _permutation(self, epoch: int) -> np.ndarray:
-        if epoch not in self._perms:
-            if len(self._perms) >= 2:  # a step's rows span at most two epochs
-                self._perms.pop(min(self._perms))
-            self._perms[epoch] = _rng(self.seed, EPOCH_KEY, epoch).permutation(self.n_windows)
-        return self._perms[epoch]
 
     def offsets(self, step: int) -> np.ndarray:
         """Start offsets of all rows of step's global batch (kept for the step's micro-steps)."""
@@ -222,12 +240,7 @@ class TrainBatches:
             return self.official.row(step)
         if self.sampling == "random":
             return _rng(self.seed, TRAIN_KEY, step).integers(0, len(self.tokens) - self.block_size, size=self.rows)
-        k = step * self.rows + np.arange(self.rows)
-        epoch, index = np.divmod(k, self.n_windows)
-        out = np.empty(self.rows, dtype=np.int64)
-        for e in np.unique(epoch):
-            sel = epoch == e
-            out[sel] = self._permutation(int(e))[index[sel]]
+        out = self.order.take(step, self.rows)
         return out if self.sampling == "lines" else out * self.block_size  # line numbers, or window offsets
 
     def get(self, step: int, micro: int, rank: int = 0, world_size: int = 1):
@@ -247,3 +260,40 @@ class TrainBatches:
             idx = self.offsets(step)[:, None] + np.arange(self.block_size + 1)
             data = np.ascontiguousarray(self.tokens[idx]).tobytes()
         return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+class ExampleBatches:
+    """The training rows of every step from a dataset of whole examples (nlq/data/examples.py): each epoch
+    visits every example once, in a fresh order from (seed, epoch), the rows of a step split over ranks and
+    micro-steps as TrainBatches splits them. Targets of -100 (not scored) become the loss's ignored -1."""
+
+    def __init__(self, split, batch_size: int, grad_accum: int, seed: int, vocab_size=None):
+        self.split, self.batch_size, self.grad_accum = split, batch_size, grad_accum
+        self.rows, self.vocab_size = batch_size * grad_accum, vocab_size
+        self.order = EpochOrder(len(split.inputs), seed)
+        self._last = (None, None)  # (step, example indices)
+
+    def offsets(self, step: int) -> np.ndarray:
+        """The examples of step's global batch (kept for the step's micro-steps)."""
+        if self._last[0] != step:
+            self._last = (step, self.order.take(step, self.rows))
+        return self._last[1]
+
+    def get(self, step: int, micro: int, rank: int = 0, world_size: int = 1):
+        local_accum = self.grad_accum // world_size
+        start = (rank * local_accum + micro) * self.batch_size
+        return example_rows(self.split, self.offsets(step)[start : start + self.batch_size], self.vocab_size)
+
+    def fingerprint(self, step: int) -> str:
+        """A short hash of the ids and targets of step's whole global batch (TrainBatches.fingerprint's kind)."""
+        x, y = example_rows(self.split, self.offsets(step))
+        return hashlib.blake2b(torch.cat([x, y], dim=1).numpy().tobytes(), digest_size=8).hexdigest()
+
+
+def example_rows(split, chosen: np.ndarray, vocab_size: int | None = None):
+    """Inputs and targets (int64 tensors) of the chosen examples, -100 targets as -1; ids checked below
+    vocab_size (check_ids)."""
+    x = np.asarray(split.inputs[chosen], dtype=np.int64)
+    y = np.asarray(split.targets[chosen], dtype=np.int64)
+    check_ids(x, vocab_size)
+    return torch.from_numpy(x), torch.from_numpy(np.where(y < 0, -1, y))

@@ -1,0 +1,363 @@
+"""The synthetic screen (screen.py): the arms on tasks where attention decides the outcome, under the fair
+protocol of tuning.py, per task setting: every arm x grid point on the tune seeds, each arm's point chosen
+by test accuracy, then fresh seeds. What this module holds: the screens (named lists of task settings), and
+the report built from the run directories alone.
+
+Per setting the report gives the key-blind floor (nlq/eval/accuracy.py, from the test split), each arm's
+accuracy with its improvement over the tuned baseline in points (paired by seed, 95 % interval, p, Holm over
+the arms), and each arm's tokens to the midpoint between the floor and 100 %: how soon it learns to recall,
+the sensitive measure near a task's transition (a run that never reaches it counts its whole budget, a
+lower bound, and is said so). A setting is informative when the tuned baseline's accuracy lies clearly
+above the floor (a quarter of the way to 100 % or more) and below saturation. Overall: per seed, each arm's
+accuracy averaged over the informative settings and its tokens to the midpoint averaged geometrically over
+them, compared with the baseline's likewise.
+"""
+
+import json
+import math
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+from nlq.common.errors import UserError
+from nlq.comparison import tuning
+from nlq.comparison.stats import METRICS, Metric, holm, versus_baseline
+from nlq.eval.accuracy import midpoint, tokens_to_reach
+
+
+class ScreenError(UserError):
+    """A screen that cannot be run: the line says what to change."""
+
+
+ACCURACY = METRICS["val_acc"]
+TOKENS = Metric("tokens_to_midpoint", False, True, "tokens to the midpoint accuracy", "tokens to midpoint")
+ABOVE_FLOOR = 0.25  # informative: the baseline at least this far of the way from the floor to 100 %
+SATURATED = 0.995  # ... and below this accuracy
+EVALUATIONS = 16  # per run: the learning curve's points
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One task setting of a screen: its dataset (nlq/data/tasks.py) and the length of a run on it."""
+
+    name: str
+    task: str
+    settings: dict  # the task's settings, vocab_size and seq_len included
+    max_iters: int  # a run's steps (64 examples a step with the screen's configs)
+    train_targets: str = "probed"
+    num_train: int = 12_800
+    num_test: int = 1_280
+    seed: int = 12345
+    axis: tuple = ()  # (key, value): its place on a difficulty axis of its task
+
+    def options(self, data_dir) -> list[str]:
+        """train.py's options for a run on this setting: its data, context and vocabulary, its length (warmup
+        a twentieth, cosine to the end), an evaluation every sixteenth of it."""
+        s = self.settings
+        return [
+            f"--dataset={data_dir}",
+            f"--block_size={s['seq_len']}",
+            f"--vocab_size={s['vocab_size']}",
+            f"--max_iters={self.max_iters}",
+            f"--lr_decay_iters={self.max_iters}",
+            f"--warmup_iters={self.max_iters // 20}",
+            f"--eval_interval={max(1, self.max_iters // EVALUATIONS)}",
+        ]
+
+
+def icr(name, vocab=16, seq=32, steps=1000, **kw):
+    return Setting(name, "in-context-recall", dict(vocab_size=vocab, seq_len=seq), steps, **kw)
+
+
+GRIDS = {"default": "5e-4,1e-3,2e-3,4e-3"}  # each screen's learning rates (screen.py --grid replaces them)
+SCREENS = {
+    # calibrated on the 2-core VM (docs/screening.md): each setting's baseline leaves its plateau well
+    # inside the run at the tuned learning rate; about 60 minutes with 2 jobs side by side
+    "default": [
+        icr("recall", axis=("vocab_size", 16)),
+        icr("recall-v32", vocab=32, axis=("vocab_size", 32)),
+        Setting(
+            "noisy-recall",
+            "noisy-in-context-recall",
+            dict(vocab_size=24, seq_len=32, noise_vocab_size=8, frac_noise=0.3),
+            1000,
+        ),
+        Setting("mqar", "mqar", dict(vocab_size=64, seq_len=24, num_kv_pairs=6), 3000),
+    ],  # fmt: skip
+}
+
+
+def read_screen(path) -> tuple[list, str | None]:
+    """A screen of one's own from a JSON file: {"settings": [{"name", "task", "settings", "max_iters", and
+    optionally "train_targets", "num_train", "num_test", "seed", "axis"}, ...], "grid": "V1,V2"}: (the
+    settings, its learning rates or None)."""
+    try:
+        spec = json.loads(Path(path).read_text())
+        settings = [Setting(**{**s, "axis": tuple(s.get("axis", ()))}) for s in spec["settings"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ScreenError(
+            f"{path} is not a screen ({type(e).__name__}: {e}): give "
+            '{"settings": [{"name", "task", "settings": {"vocab_size", "seq_len", ...}, "max_iters"}, ...]}'
+        ) from None
+    names = [s.name for s in settings]
+    if not settings or len(set(names)) < len(names) or any(not n or "/" in n for n in names):
+        raise ScreenError(f"{path}: give one setting or more, each with its own name (no '/')")
+    return settings, spec.get("grid")
+
+
+def by_stage(runs) -> tuple[list, list]:
+    return [r for r in runs if tuning.stage_of(r) == "tune"], [r for r in runs if tuning.stage_of(r) == "report"]
+
+
+def curve(run) -> list[tuple[int, float]]:
+    """(training tokens, test accuracy) at each evaluation of a run."""
+    return [(run.evals[s]["tokens"], run.evals[s]["val_acc"]) for s in sorted(run.evals)]
+
+
+def tokens_to_midpoint(run, floor: float) -> tuple[float, bool]:
+    """(tokens at which the run's accuracy first reaches the midpoint, whether it did): a run that never
+    does counts its last evaluation's tokens, a lower bound."""
+    reached = tokens_to_reach(curve(run), midpoint(floor))
+    return (reached, True) if reached is not None else (float(curve(run)[-1][0]), False)
+
+
+def one(seed: int, value: float, key: str = TOKENS.key):
+    """A stand-in run holding one value, for stats.versus_baseline."""
+    return SimpleNamespace(seed=seed, evals={0: {key: value}})
+
+
+def compared(rs, base, metric: Metric, is_baseline: bool) -> dict:
+    """The mean of rs's values and its improvement over base's (versus_baseline: paired by seed)."""
+    mean = statistics.mean(r.evals[0][metric.key] for r in rs)
+    gain, interval, p, kind = (0.0, None, None, "") if is_baseline else versus_baseline(rs, base, 0, metric)
+    return {"mean": mean, "improvement": gain, "interval": list(interval) if interval else None, "p": p, "test": kind}
+
+
+def adjust(arms: dict, key: str, baseline: str) -> None:
+    """Holm's adjustment of arms[*][key]['p'] over the arms compared with the baseline."""
+    adjusted = holm({a: r[key]["p"] for a, r in arms.items() if a != baseline})
+    for arm, r in arms.items():
+        r[key]["p_holm"] = adjusted.get(arm)
+
+
+def setting_report(runs, keys, baseline: str, floor: dict) -> dict:
+    """One setting's two-stage comparison by accuracy (tuning.report's dict), with its floor, whether it is
+    informative, and each arm's tokens to the midpoint against the baseline's, paired by seed."""
+    result = tuning.report(runs, keys, baseline, ACCURACY)
+    base_acc = result["arms"][baseline]["val_acc_mean"]
+    result |= {"floor": floor, "midpoint": midpoint(floor["token"])}
+    result["informative"] = floor["token"] + ABOVE_FLOOR * (1 - floor["token"]) <= base_acc < SATURATED
+    arms = tuning.by_arm(by_stage(runs)[1])
+    reach = {arm: [(r.seed, *tokens_to_midpoint(r, floor["token"])) for r in rs] for arm, rs in arms.items()}
+    stand_in = {arm: [one(seed, tokens) for seed, tokens, _ in rows] for arm, rows in reach.items()}
+    for arm, rows in reach.items():
+        entry = compared(stand_in[arm], stand_in[baseline], TOKENS, arm == baseline)
+        entry |= {"values": [tokens for _, tokens, _ in rows], "reached": sum(ok for *_, ok in rows)}
+        result["arms"][arm]["tokens_to_midpoint"] = entry
+        result["arms"][arm]["curves"] = {r.seed: curve(r) for r in arms[arm]}
+    adjust(result["arms"], "tokens_to_midpoint", baseline)
+    return result
+
+
+def overall(results: dict, runs_by_setting: dict, baseline: str) -> dict:
+    """Per arm over the informative settings (all of them if none is): per seed its accuracy averaged over
+    the settings and its tokens to the midpoint averaged geometrically, against the baseline's, paired by
+    seed; Holm over the arms."""
+    chosen = [n for n, r in results.items() if r["informative"]] or list(results)
+    seeds = {}  # arm -> seed -> [(accuracy, log tokens)] one per setting
+    for name in chosen:
+        floor, step = results[name]["floor"]["token"], results[name]["step"]
+        for r in by_stage(runs_by_setting[name])[1]:
+            value = (r.evals[step]["val_acc"], math.log(max(tokens_to_midpoint(r, floor)[0], 1.0)))
+            seeds.setdefault(r.arm, {}).setdefault(r.seed, []).append(value)
+    arms = {a: d for a, d in seeds.items() if all(len(v) == len(chosen) for v in d.values())}
+    acc = {a: [one(s, statistics.mean(x for x, _ in v), ACCURACY.key) for s, v in d.items()] for a, d in arms.items()}
+    tok = {a: [one(s, math.exp(statistics.mean(t for _, t in v))) for s, v in d.items()] for a, d in arms.items()}
+    out = {"settings": chosen, "arms": {}}
+    for arm in arms:
+        out["arms"][arm] = {
+            "accuracy": compared(acc[arm], acc[baseline], ACCURACY, arm == baseline),
+            "tokens_to_midpoint": compared(tok[arm], tok[baseline], TOKENS, arm == baseline),
+        }
+    for key in ("accuracy", "tokens_to_midpoint"):
+        adjust(out["arms"], key, baseline)
+    return out
+
+
+def cell(entry: dict, metric: Metric) -> str:
+    """'mean (improvement [interval], p Holm)' of a compared() entry."""
+    value = f"{entry['mean']:.4f}" if metric is ACCURACY else tokens_text(entry["mean"])
+    if entry["interval"] is None:
+        return value
+    low, high = (metric.gain(x) for x in entry["interval"])
+    holm_p = f", p {entry['p_holm']:.2g}" if entry.get("p_holm") is not None else ""
+    return f"{value} ({metric.gain(entry['improvement'])} [{low}, {high}]{holm_p})"
+
+
+def tokens_text(n: float) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,.0f}"
+
+
+def markdown(report: dict) -> list[str]:
+    """The screen's tables: overall, then per setting (tuning.markdown's table, the floor, the tokens to the
+    midpoint), then the budget."""
+    base = report["baseline"]
+    lines = [
+        "# The synthetic screen: every arm tuned by test accuracy per setting, reported on fresh seeds; baseline "
+        f"{base}",
+        "",
+        "## Overall",
+        "",
+        f"Over the informative settings ({', '.join(report['overall']['settings'])}): per seed, accuracy averaged "
+        "and tokens to the midpoint averaged geometrically over them; improvement over the tuned baseline (accuracy "
+        "in points, tokens relative: positive is sooner), 95 % interval, p adjusted over the arms (Holm).",
+        "",
+        "| arm | accuracy | tokens to midpoint |",
+        "|---|---|---|",
+    ]
+    for arm, r in sorted(report["overall"]["arms"].items()):
+        lines.append(f"| {arm} | {cell(r['accuracy'], ACCURACY)} | {cell(r['tokens_to_midpoint'], TOKENS)} |")
+    for name, result in report["settings"].items():
+        lines += ["", f"## {name}", "", *setting_lines(result, report["tasks"][name])]
+    lines += ["", "## Budget", "", *budget_lines(report["budget"])]
+    return lines
+
+
+def setting_lines(result: dict, task: dict) -> list[str]:
+    floor = result["floor"]
+    flag = "informative" if result["informative"] else "NOT informative (the baseline is at the floor or saturated)"
+    lines = [
+        f"{task['task']} {json_settings(task['settings'])}: key-blind floor {floor['token']:.3f} per token "
+        f"({floor['example']:.3f} per example), midpoint {result['midpoint']:.3f}; {flag}",
+        "",
+        *tuning.markdown(result),
+        "",
+        "| arm | tokens to midpoint (reached / runs) |",
+        "|---|---|",
+    ]
+    for arm, r in sorted(result["arms"].items()):
+        t = r["tokens_to_midpoint"]
+        lines.append(f"| {arm} | {cell(t, TOKENS)} ({t['reached']} / {len(t['values'])}) |")
+    return lines
+
+
+def json_settings(settings: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items())
+
+
+def budget_lines(budget: dict) -> list[str]:
+    return [
+        f"{budget['runs']} runs, {budget['tokens']:,} training tokens, {budget['flops']:.3g} training FLOPs; "
+        f"{budget['hours']:.2f} hours of runs, {budget['wall_hours']:.2f} hours from the first run's start to the "
+        f"last one's end ({budget['jobs']} at a time, {budget['threads']} threads each)"
+    ]
+
+
+def budget(runs, planned, args) -> dict:
+    """What the screen spent: its runs, their training tokens and FLOPs (tuning.budget), the hours of the
+    runs (from each run directory's config.json, written at its start, to its metrics.jsonl's last write)
+    and from the first start to the last end."""
+    spent = tuning.budget(runs)
+    spans = []
+    for r in planned:
+        start, end = (r.out_dir / "config.json").stat().st_mtime, (r.out_dir / "metrics.jsonl").stat().st_mtime
+        spans.append((start, end))
+    hours = sum(end - start for start, end in spans) / 3600
+    wall = (max(e for _, e in spans) - min(s for s, _ in spans)) / 3600
+    threads = args.threads or (max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else os.cpu_count())
+    return spent | {"hours": hours, "wall_hours": wall, "jobs": args.jobs, "threads": threads}
+
+
+def plot_accuracy(report: dict, path) -> None:
+    """Accuracy per arm and setting (mean ± std over the fresh seeds), each setting's floor a dashed line."""
+    plt = pyplot()
+    names, arms = list(report["settings"]), sorted(report["overall"]["arms"] or report_arms(report))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(names) * len(arms) / 3), 4.5))
+    width = 0.8 / len(arms)
+    for i, arm in enumerate(arms):
+        means, stds = [], []
+        for name in names:
+            r = report["settings"][name]["arms"].get(arm, {})
+            means.append(r.get("val_acc_mean", math.nan))
+            stds.append(r.get("val_acc_std") or 0.0)
+        xs = [j + (i - (len(arms) - 1) / 2) * width for j in range(len(names))]
+        ax.bar(xs, means, width, yerr=stds, capsize=3, label=arm)
+    for j, name in enumerate(names):
+        floor = report["settings"][name]["floor"]["token"]
+        ax.hlines(floor, j - 0.45, j + 0.45, colors="black", linestyles="dashed", linewidth=1)
+    ax.set_xticks(range(len(names)), names, rotation=20)
+    ax.set(ylim=(0, 1.02), ylabel="test accuracy per scored token", title="fresh seeds, mean ± std; dashed: floor")
+    ax.legend(fontsize=8, ncol=min(len(arms), 5))
+    save(fig, path)
+
+
+def plot_curves(report: dict, path) -> None:
+    """Per setting, each arm's test accuracy against training tokens (mean over the fresh seeds), with the
+    floor (dashed) and the midpoint (dotted)."""
+    plt = pyplot()
+    names = list(report["settings"])
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        result = report["settings"][name]
+        for arm, r in sorted(result["arms"].items()):
+            runs = list(r["curves"].values())
+            tokens = [t for t, _ in runs[0]]
+            mean = [statistics.mean(c[i][1] for c in runs if i < len(c)) for i in range(len(tokens))]
+            ax.plot([t / 1e6 for t in tokens], mean, label=arm)
+        ax.axhline(result["floor"]["token"], color="black", linestyle="dashed", linewidth=1)
+        ax.axhline(result["midpoint"], color="grey", linestyle="dotted", linewidth=1)
+        ax.set(title=name, xlabel="training tokens (M)", ylabel="test accuracy", ylim=(0, 1.02))
+    axes[0][0].legend(fontsize=8)
+    save(fig, path)
+
+
+def axes_of(report: dict) -> dict:
+    """{(task, key): [(value, setting name)]}: the difficulty axes the screen ran (two or more settings of a
+    task placed on one key)."""
+    out = {}
+    for name, task in report["tasks"].items():
+        if task["axis"]:
+            out.setdefault((task["task"], task["axis"][0]), []).append((task["axis"][1], name))
+    return {k: sorted(v) for k, v in out.items() if len(v) > 1}
+
+
+def plot_axes(report: dict, path) -> bool:
+    """Accuracy (mean ± std over the fresh seeds) against each difficulty axis that was run; False (and no
+    figure) when none was."""
+    found = axes_of(report)
+    if not found:
+        return False
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(found), figsize=(4.5 * len(found), 3.8), squeeze=False)
+    for ax, ((task, key), points) in zip(axes[0], found.items()):
+        for arm in sorted(report["settings"][points[0][1]]["arms"]):
+            rows = [report["settings"][name]["arms"][arm] for _, name in points]
+            ax.errorbar([v for v, _ in points], [r["val_acc_mean"] for r in rows],
+                        yerr=[r["val_acc_std"] or 0.0 for r in rows], marker="o", capsize=3, label=arm)  # fmt: skip
+        ax.set(title=task, xlabel=key, ylabel="test accuracy", ylim=(0, 1.02))
+        ax.legend(fontsize=8)
+    save(fig, path)
+    return True
+
+
+def report_arms(report: dict) -> set:
+    return {arm for r in report["settings"].values() for arm in r["arms"]}
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, path) -> None:
+    from nlq.common.figures import save_figure
+
+    fig.tight_layout()
+    save_figure(fig, path)
+    pyplot().close(fig)

@@ -1,0 +1,224 @@
+"""The synthetic screen (screen.py): its report from hand-made runs (tokens to the midpoint, the informative
+flag, the overall means), one tiny screen end to end (each arm's point the argmax of its own logs, fresh
+seeds, a rerun that runs nothing, a stage-2 run deleted and redone alone, a screen stopped mid-way and
+continued to the same result), and its one-line refusals."""
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import error_of
+
+import compare
+import screen
+import sweep
+from nlq.comparison import screening
+from nlq.eval.accuracy import tokens_to_reach
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(arm, seed, curve, stage="report", lr=1e-3, steps=4):
+    """A run whose test accuracy follows curve ([accuracy] at steps 0..steps, 100 tokens a step)."""
+    config = {"wandb_run_name": arm, "seed": seed, "learning_rate": lr, "max_iters": steps, "wandb_group": f"s/{stage}"}
+    config |= {"block_size": 8, "batch_size": 2, "gradient_accumulation_steps": 1, "n_layer": 1, "n_embd": 16}
+    config |= {"n_head": 2, "vocab_size": 16}
+    records = [{"step": s, "val_loss": 1 - a, "val_acc": a, "tokens": 100 * s} for s, a in enumerate(curve)]
+    return compare.Run(f"{stage}-{arm}-s{seed}", config, records)
+
+
+FLOOR = {"token": 0.2, "example": 0.01}  # midpoint 0.6
+
+
+def hand_made():
+    """base reaches 0.6 at 250 and 150 tokens (seeds 2, 3), nlq at 150 and 50: 100 tokens sooner per seed."""
+    runs = [run(a, 1, [0.2, 0.3, 0.5, 0.9, 0.95], "tune") for a in ("base", "nlq")]
+    runs += [run("base", 2, [0.2, 0.3, 0.5, 0.7, 0.9]), run("base", 3, [0.2, 0.5, 0.7, 0.8, 0.9])]
+    runs += [run("nlq", 2, [0.2, 0.5, 0.7, 0.9, 0.95]), run("nlq", 3, [0.4, 0.8, 0.9, 0.95, 0.97])]
+    return runs
+
+
+def test_a_settings_tokens_to_the_midpoint_from_hand_made_curves():
+    result = screening.setting_report(hand_made(), ["learning_rate"], "base", FLOOR)
+    assert result["midpoint"] == pytest.approx(0.6)
+    base, nlq = result["arms"]["base"]["tokens_to_midpoint"], result["arms"]["nlq"]["tokens_to_midpoint"]
+    assert base["values"] == pytest.approx([250.0, 150.0]) and nlq["values"] == pytest.approx([150.0, 50.0])
+    assert base["mean"] == pytest.approx(200.0) and nlq["reached"] == 2
+    assert nlq["improvement"] == pytest.approx(0.5)  # (200 - 100) / 200: sooner is positive
+    assert result["informative"]  # baseline 0.9 > 0.2 + 0.25 x 0.8 = 0.4, below saturation
+    assert result["arms"]["nlq"]["improvement"] == pytest.approx(0.96 - 0.9)  # accuracy, in points
+
+
+def test_a_run_that_never_reaches_the_midpoint_counts_its_budget_and_is_said():
+    runs = hand_made()
+    runs[2] = run("base", 2, [0.2, 0.3, 0.4, 0.5, 0.55])
+    base = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)["arms"]["base"]["tokens_to_midpoint"]
+    assert base["values"] == pytest.approx([400.0, 150.0]) and base["reached"] == 1
+
+
+@pytest.mark.parametrize("final, informative", [(0.39, False), (0.41, True), (0.994, True), (0.996, False)])
+def test_a_setting_is_informative_between_a_quarter_above_the_floor_and_saturation(final, informative):
+    runs = [run(a, 1, [0.2, final], "tune", steps=1) for a in ("base", "nlq")]
+    runs += [run(a, s, [0.2, final], steps=1) for a in ("base", "nlq") for s in (2, 3)]
+    assert screening.setting_report(runs, ["learning_rate"], "base", FLOOR)["informative"] is informative
+
+
+def test_overall_averages_accuracy_and_the_geometric_mean_of_tokens_over_informative_settings():
+    a = hand_made()
+    b = hand_made()  # the same runs on a second setting, but for nlq's seed 2
+    b[4] = run("nlq", 2, [0.2, 0.3, 0.4, 0.5, 0.55])  # never reaches: counted at 400 tokens
+    results = {
+        name: screening.setting_report(rs, ["learning_rate"], "base", FLOOR) for name, rs in (("a", a), ("b", b))
+    }
+    out = screening.overall(results, {"a": a, "b": b}, "base")
+    assert out["settings"] == ["a", "b"]
+    nlq = out["arms"]["nlq"]
+    # seed 2: accuracy (0.95 + 0.55) / 2 = 0.75, seed 3: 0.97; tokens sqrt(150 x 400) and sqrt(50 x 50)
+    assert nlq["accuracy"]["mean"] == pytest.approx((0.75 + 0.97) / 2)
+    assert nlq["tokens_to_midpoint"]["mean"] == pytest.approx((math.sqrt(150 * 400) + 50) / 2)
+    assert out["arms"]["base"]["tokens_to_midpoint"]["mean"] == pytest.approx(200.0)
+
+
+def test_a_screen_of_ones_own_is_read_and_a_bad_one_is_one_line(tmp_path):
+    good = {"settings": [{"name": "m", "task": "mqar", "settings": {"vocab_size": 16, "seq_len": 8}, "max_iters": 8}]}
+    (tmp_path / "s.json").write_text(json.dumps(good | {"grid": "1e-3"}))
+    settings, grid = screening.read_screen(tmp_path / "s.json")
+    assert settings[0].options("D")[:4] == ["--dataset=D", "--block_size=8", "--vocab_size=16", "--max_iters=8"]
+    assert grid == "1e-3"
+    for bad in ({"settings": []}, {"settings": [{"name": "m"}]}, {"settings": good["settings"] * 2}):
+        (tmp_path / "b.json").write_text(json.dumps(bad))
+        with pytest.raises(screening.ScreenError):
+            screening.read_screen(tmp_path / "b.json")
+
+
+ARM = """
+n_layer, n_head, n_embd = 1, 2, 16
+batch_size, gradient_accumulation_steps, eval_iters = 4, 1, 1
+device, compile, cpu_peak_flops, dtype = "cpu", False, 1e13, "float32"
+"""
+SCREEN = {
+    "settings": [
+        {"name": "mq", "task": "mqar", "settings": {"vocab_size": 16, "seq_len": 8, "num_kv_pairs": 2},
+         "max_iters": 16, "num_train": 64, "num_test": 32, "axis": ["vocab_size", 16]},
+        {"name": "mq32", "task": "mqar", "settings": {"vocab_size": 32, "seq_len": 8, "num_kv_pairs": 2},
+         "max_iters": 16, "num_train": 64, "num_test": 32, "axis": ["vocab_size", 32]},
+    ],
+    "grid": "1e-3,3e-2",
+}  # fmt: skip
+
+
+def tiny_screen(tmp_path):
+    (tmp_path / "syn_base.py").write_text(ARM)
+    (tmp_path / "syn_nlq.py").write_text(ARM + 'query_mode = "residual_gelu"\n')
+    (tmp_path / "screen.json").write_text(json.dumps(SCREEN))
+    arms = [str(tmp_path / "syn_base.py"), str(tmp_path / "syn_nlq.py")]
+    return [*arms, f"--screen={tmp_path / 'screen.json'}", "--seeds=2,3", "--progress_every=1"]
+
+
+def final_acc(run_dir) -> float:
+    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+    return [r["val_acc"] for r in map(json.loads, lines) if r.get("step") == 16 and "val_acc" in r][-1]
+
+
+def results(report: dict) -> dict:
+    """The report without its budget (wall times differ between two screens)."""
+    return {k: v for k, v in report.items() if k != "budget"}
+
+
+@pytest.mark.slow
+def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_stopped(tmp_path, capsys):
+    command = tiny_screen(tmp_path)
+    root = tmp_path / "A"
+    screen.main([*command, f"--out_root={root}"])
+    report = json.loads((root / "screen.json").read_text())
+    for setting in ("mq", "mq32"):
+        for arm in ("base", "nlq"):  # the argmax of stage 1, read here from the runs' own logs
+            accs = {lr: final_acc(root / setting / f"tune-{arm}-learning_rate={lr}-s1") for lr in ("1e-3", "3e-2")}
+            best = max(accs, key=accs.get)  # ties: the first in grid order, as the choice takes it
+            assert report["settings"][setting]["arms"][arm]["chosen"] == {"learning_rate": float(best)}
+            for seed in (2, 3):
+                run_dir = root / setting / f"{arm}-learning_rate={best}-s{seed}"
+                curve = [(r["tokens"], r["val_acc"]) for r in map(json.loads, (run_dir / "metrics.jsonl").open())
+                         if "val_acc" in r]  # fmt: skip
+                expected = tokens_to_reach(curve, report["settings"][setting]["midpoint"]) or float(curve[-1][0])
+                ttm = report["settings"][setting]["arms"][arm]["tokens_to_midpoint"]["values"]
+                assert expected in ttm
+    for name in ("screen.md", "screen.png", "curves.png", "axes.png"):
+        assert (root / name).stat().st_size > 0
+    assert json.loads((root / "data" / "mq" / "meta.json").read_text())["settings"]["num_kv_pairs"] == 2
+    # Run again: nothing runs. A stage-2 run deleted: it alone runs again.
+    capsys.readouterr()
+    screen.main([*command, f"--out_root={root}"])
+    assert "start  " not in capsys.readouterr().out
+    subprocess.run(
+        ["rm", "-rf", str(root / "mq" / "nlq-learning_rate=1e-3-s3"), str(root / "mq" / "nlq-learning_rate=3e-2-s3")]
+    )
+    screen.main([*command, f"--out_root={root}"])
+    out = capsys.readouterr().out
+    assert out.count("start  ") == 1 and "nlq learning_rate=" in out and "seed 3 (missing)" in out
+    assert results(json.loads((root / "screen.json").read_text())) == results(report)
+    # A second screen stopped once some stage-1 runs are done, then continued: the same report.
+    other = tmp_path / "B"
+    p = subprocess.Popen(
+        [sys.executable, ROOT / "screen.py", *command, f"--out_root={other}"], stdout=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 300
+    while not list(other.glob("mq/tune-*/ckpt.pt")) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=60)
+    screen.main([*command, f"--out_root={other}"])
+    assert results(json.loads((other / "screen.json").read_text())) == results(report)
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--settings=nope"], "the screen has mq, mq32"),
+        (["--screen=nope"], "one of default"),
+        (["--tune_seeds=2"], "share a seed"),
+        (["--grid=data_seed=1,2"], "data_seed cannot be a grid key"),
+        (["--jobs=0"], "--jobs=0: give a number >= 1"),
+        (["--executor=slurm", "--slurm_gpus=1", "--jobs=2"], "the scheduler places jobs"),
+        (["--gpus=0", "--jobs=2"], "--jobs and --threads are for runs side by side on CPUs"),
+    ],
+)
+def test_bad_screen_options_are_one_line_and_start_nothing(tmp_path, options, words):
+    root = tmp_path / "R"
+    assert words in error_of([*tiny_screen(tmp_path), f"--out_root={root}", *options], main=screen.main)
+    assert not root.exists()
+
+
+def test_a_dataset_made_with_other_settings_is_not_replaced_under_its_runs(tmp_path):
+    command = tiny_screen(tmp_path)
+    root = tmp_path / "R"
+    (root / "data" / "mq").mkdir(parents=True)
+    (root / "data" / "mq" / "meta.json").write_text(json.dumps({"task": "mqar", "settings": {"vocab_size": 99}}))
+    (root / "mq" / "tune-base-learning_rate=1e-3-s1").mkdir(parents=True)
+    message = error_of([*command, f"--out_root={root}"], main=screen.main)
+    assert "was made with other settings" in message and "use another --out_root" in message
+
+
+def test_the_dry_run_lists_the_runs_and_estimates_their_time(tmp_path, capsys):
+    screen.main([*tiny_screen(tmp_path), f"--out_root={tmp_path / 'R'}", "--dry_run", "--tokens_per_s=512"])
+    out = capsys.readouterr().out
+    # stage 1: 2 arms x 2 settings x 2 points; stage 2: 2 arms x 2 settings x 2 seeds; 16 steps of 4 x 8 tokens
+    assert "16 runs (8 in stage 1, 8 in stage 2 over 2 settings), 0M training tokens" in out
+    assert out.count("start  ") == 8 and not (tmp_path / "R").exists()
+    hours = 16 * 16 * 4 * 8 / 512 / 2 / 3600
+    assert f"about {hours:.1f} hours" in out
+
+
+def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(sweep.subprocess, "run", lambda cmd, env, **kw: seen.append(env.get("OMP_NUM_THREADS")) or
+                        subprocess.CompletedProcess(cmd, 0))  # fmt: skip
+    r = sweep.Run("a", 1, "c.py", tmp_path / "a", 8)
+    sweep.run_all([(r, "missing"), (sweep.Run("b", 1, "c.py", tmp_path / "b", 8), "missing")], "python", [], [None] * 2,
+                  threads=3)  # fmt: skip
+    assert seen == ["3", "3"]

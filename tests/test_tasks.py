@@ -1,0 +1,348 @@
+"""The synthetic tasks: each generator's defining property checked on its output by a reference written
+here, determinism by seed, the examples dataset and its batches, the loss over targets only, accuracy and
+the key-blind floor on hand-made examples, tokens to the midpoint on a hand-made curve, the choice of a
+grid point by accuracy, and the one-line refusals."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from helpers import error_of, records, tiny_args
+
+import compare
+from model import chunk_loss
+from nlq.comparison import tuning
+from nlq.comparison.stats import METRICS
+from nlq.data import tasks
+from nlq.data.examples import open_examples
+from nlq.data.loader import ExampleBatches, example_rows
+from nlq.eval.accuracy import accuracy, key_blind_floor, midpoint, tokens_to_reach
+
+ROOT = Path(__file__).resolve().parents[1]
+PREPARE = ROOT / "data" / "synthetic_tasks" / "prepare.py"
+SMALL = {  # a setting of each task small enough to check every example
+    "in-context-recall": dict(vocab_size=16, seq_len=32),
+    "fuzzy-in-context-recall": dict(vocab_size=16, seq_len=48, k_motif_size=3, v_motif_size=2),
+    "noisy-in-context-recall": dict(vocab_size=32, seq_len=32, noise_vocab_size=8, frac_noise=0.4),
+    "selective-copying": dict(vocab_size=10, seq_len=24, num_tokens_to_copy=5),
+    "memorization": dict(vocab_size=33, seq_len=16, noise_vocab_size=0),
+    "mqar": dict(vocab_size=64, seq_len=32, num_kv_pairs=6),
+}
+
+
+def make(task, n=200, seed=3, targets=None, **settings):
+    out, vocab, form = tasks.generate(task, {**SMALL[task], **settings}, n, n, seed, targets)
+    return out, vocab, form
+
+
+def scored_runs(y):
+    """[(first position, last position)] of each run of consecutive scored positions of one example."""
+    idx = np.flatnonzero(y != tasks.IGNORE)
+    runs, start = [], None
+    for i, t in enumerate(idx):
+        if start is None:
+            start = t
+        if i == len(idx) - 1 or idx[i + 1] != t + 1:
+            runs.append((start, t))
+            start = None
+    return runs
+
+
+def earlier_pair(x, key, value, before):
+    """Whether tokens x hold key immediately followed by value, ending before position `before`."""
+    k, v = len(key), len(value)
+    return any(
+        list(x[u : u + k]) == list(key) and list(x[u + k : u + k + v]) == list(value)
+        for u in range(0, before - k - v + 1)
+    )
+
+
+@pytest.mark.parametrize("task", ["in-context-recall", "noisy-in-context-recall"])
+@pytest.mark.parametrize("multi_query", [True, False])
+def test_a_recall_target_is_the_value_an_earlier_occurrence_of_its_key_had(task, multi_query):
+    out, vocab, _ = make(task, multi_query=multi_query)
+    x, y = out["test"]
+    for row_x, row_y in zip(x, y):
+        runs = scored_runs(row_y)
+        assert runs and all(a == b for a, b in runs)  # one token a value
+        for t, _ in runs:  # position t holds the key, its target the value
+            key, value = row_x[t], row_y[t]
+            assert vocab.keys[0] <= key < vocab.keys[1] and vocab.values[0] <= value < vocab.values[1]
+            assert earlier_pair(row_x, [key], [value], before=t), (row_x, t)
+        if not multi_query:  # one probe, the last position, after the copy token
+            assert runs == [(len(row_x) - 1, len(row_x) - 1)] and row_x[-2] == dict(vocab.special)["copy"]
+
+
+def test_a_fuzzy_recall_target_is_the_value_motif_an_earlier_occurrence_of_its_key_motif_had():
+    k = SMALL["fuzzy-in-context-recall"]["k_motif_size"]
+    out, vocab, _ = make("fuzzy-in-context-recall")
+    x, y = out["test"]
+    pad = dict(vocab.special)["pad"]
+    for row_x, row_y in zip(x, y):
+        runs = scored_runs(row_y)
+        assert runs
+        for a, b in runs:
+            key, value = row_x[a - k + 1 : a + 1], row_y[a : b + 1]
+            assert all(vocab.keys[0] <= t < vocab.keys[1] for t in key)  # the test form's keys are k tokens long
+            assert earlier_pair(row_x, key, value, before=a - k + 1), (row_x, a, b)
+        assert not np.isin(row_y, [pad]).any()
+    train_x, _ = out["train"]
+    assert (train_x[:, 0] == pad).any()  # shorter motifs in training leave room that is padded
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_noise_and_padding_are_never_targets(split):
+    out, vocab, form = make("noisy-in-context-recall")
+    assert form == "all"
+    x, y = out[split]
+    noise = (x >= vocab.noise[0]) & (x < vocab.noise[1])
+    assert noise.mean() > 0.2  # the setting's 40 % of pairs are noise
+    assert not ((y >= vocab.noise[0]) & (y < vocab.noise[1])).any()
+    # the training form predicts every other next token
+    if split == "train":
+        nxt = np.concatenate([x[:, 1:], y[:, -1:]], axis=1)
+        clean = ~((nxt >= vocab.noise[0]) & (nxt < vocab.noise[1]))
+        assert (y[clean] == nxt[clean]).all()
+
+
+def test_selective_copying_copies_the_content_in_order():
+    out, vocab, _ = make("selective-copying")
+    n = SMALL["selective-copying"]["num_tokens_to_copy"]
+    blank, copy = dict(vocab.special)["blank"], dict(vocab.special)["copy"]
+    for split in ("train", "test"):
+        x, y = out[split]
+        for row_x, row_y in zip(x, y):
+            head = list(row_x).index(copy)
+            content = [t for t in row_x[:head] if t != blank]
+            assert len(content) == n and head == len(row_x) - n - 1
+            assert list(row_y[head + 1 :]) == content and (row_y[: head + 1] == tasks.IGNORE).all()
+            assert (row_x[head + 1 :] == blank).all()
+
+
+def test_the_memorization_map_is_the_same_in_every_example_and_split():
+    out, vocab, _ = make("memorization")
+    facts = {}
+    for split in ("train", "test"):
+        x, y = out[split]
+        assert (x[:, 1::2] == dict(vocab.special)["insert"]).all() and (y[:, 0::2] == tasks.IGNORE).all()
+        for key, value in zip(x[:, 0::2].ravel(), y[:, 1::2].ravel()):
+            assert facts.setdefault(int(key), int(value)) == value
+    assert len(facts) == vocab.keys[1] - vocab.keys[0]  # 200 examples of 8 pairs see all 16 keys
+    other, _, _ = make("memorization", seed=4)
+    assert not np.array_equal(other["test"][1], out["test"][1])
+
+
+def test_mqar_asks_every_key_once_after_the_pairs():
+    out, vocab, form = make("mqar")
+    assert form == "probed"
+    pairs = SMALL["mqar"]["num_kv_pairs"]
+    for split in ("train", "test"):
+        x, y = out[split]
+        for row_x, row_y in zip(x, y):
+            keys, values = row_x[0 : 2 * pairs : 2], row_x[1 : 2 * pairs : 2]
+            assert len(set(keys)) == pairs and len(set(values)) == pairs
+            asked = np.flatnonzero(row_y != tasks.IGNORE)
+            assert len(asked) == pairs and (asked >= 2 * pairs).all() and (asked % 2 == 0).all()
+            assert sorted(row_x[asked]) == sorted(keys)
+            for t in asked:
+                assert row_y[t] == values[list(keys).index(row_x[t])]
+
+
+@pytest.mark.parametrize("task", list(SMALL))
+def test_every_task_is_a_function_of_its_seed(task):
+    a, _, _ = make(task, n=20, seed=7)
+    b, _, _ = make(task, n=20, seed=7)
+    c, _, _ = make(task, n=20, seed=8)
+    for split in ("train", "test"):
+        assert all(np.array_equal(p, q) for p, q in zip(a[split], b[split]))
+        assert not np.array_equal(a[split][0], c[split][0])
+        assert a[split][0].shape == (20, SMALL[task]["seq_len"]) == a[split][1].shape
+
+
+def test_the_prepared_dataset_is_the_generators_output_with_its_meta(tmp_path):
+    done = subprocess.run(
+        [sys.executable, PREPARE, "--task=mqar", f"--out_dir={tmp_path / 'd'}", "--num_kv_pairs=6", "--seq_len=32",
+         "--num_train_examples=50", "--num_test_examples=40", "--seed=9"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out, vocab, _ = tasks.generate("mqar", dict(vocab_size=64, seq_len=32, num_kv_pairs=6), 50, 40, 9)
+    data = open_examples(tmp_path / "d")
+    assert np.array_equal(data.train.inputs, out["train"][0]) and np.array_equal(data.test.targets, out["test"][1])
+    meta = json.loads((tmp_path / "d" / "meta.json").read_text())
+    assert meta["roles"] == {"keys": [1, 32], "values": [32, 64]} and meta["examples"] == {"train": 50, "test": 40}
+    assert meta["floor"] == key_blind_floor(*out["test"])
+
+
+def test_a_mad_lab_directory_without_meta_is_read_as_is(tmp_path):
+    """MAD-Lab's own layout: inputs.npy and targets.npy per split, -100 unscored, no meta.json."""
+    x = np.array([[1, 5, 2, 6, 1, 5], [2, 7, 2, 7, 3, 4]])
+    y = np.full_like(x, -100)
+    y[:, 3] = [5, 7]
+    for split in ("train", "test"):
+        (tmp_path / split).mkdir()
+        np.save(tmp_path / split / "inputs.npy", x)
+        np.save(tmp_path / split / "targets.npy", y)
+    data = open_examples(tmp_path)
+    assert data.meta["vocab_size"] == 8 and data.seq_len == 6
+
+
+def test_batches_are_epochs_of_permutations_whatever_the_split_of_a_step():
+    split = SimpleNamespace(inputs=np.arange(10)[:, None] * np.ones((1, 3), int), targets=np.full((10, 3), -100))
+    split.targets[:, 1] = 1
+    batches = ExampleBatches(split, batch_size=2, grad_accum=2, seed=5)
+    seen = [int(r) for step in range(5) for r in batches.offsets(step)]  # 20 rows: two epochs of 10
+    assert sorted(seen[:10]) == list(range(10)) == sorted(seen[10:]) and seen[:10] != seen[10:]
+    whole = torch.cat([batches.get(3, m)[0] for m in range(2)])
+    by_rank = torch.cat([batches.get(3, 0, rank=r, world_size=2)[0] for r in range(2)])
+    assert torch.equal(whole, by_rank) and whole[:, 0].tolist() == [int(r) for r in batches.offsets(3)]
+    again = ExampleBatches(split, batch_size=2, grad_accum=2, seed=5)
+    assert [int(r) for r in again.offsets(4)] == seen[16:]  # a resume at step 4 reads the same rows
+    _, y = batches.get(0, 0)
+    assert (y[:, [0, 2]] == -1).all() and (y[:, 1] == 1).all()  # -100 becomes the loss's ignored -1
+
+
+def test_the_loss_is_over_the_targets_only():
+    """A model that puts all its mass on every target has zero loss, whatever it predicts where nothing is
+    scored: the features are one-hot logits through an identity head."""
+    out, _, _ = make("in-context-recall", n=8)
+    split = SimpleNamespace(inputs=out["test"][0], targets=out["test"][1])
+    _, y = example_rows(split, np.arange(8))
+    y = y.reshape(-1)
+    vocab = 16
+    rng = torch.Generator().manual_seed(0)
+    logits = torch.randn(len(y), vocab, generator=rng) * 5  # anything at unscored positions
+    scored = y != -1
+    logits[scored] = -1e4
+    logits[scored, y[scored]] = 1e4
+    total, _, _ = chunk_loss(logits, torch.eye(vocab), y)
+    assert scored.sum() > 8 and float(total) == pytest.approx(0.0, abs=1e-3)
+
+
+def test_accuracy_per_token_and_per_example_on_a_hand_made_batch():
+    targets = torch.tensor([[-1, 3, -1, 2], [-1, -1, 1, 0], [-1, -1, -1, -1]])
+    predicted = torch.tensor([[0, 3, 0, 2], [0, 0, 1, 1], [0, 0, 0, 0]])
+    logits = torch.nn.functional.one_hot(predicted, 4).float()
+    # scored: 2 + 2 tokens, 3 right; example 0 all right, example 1 not, example 2 scores nothing
+    assert accuracy(logits, targets) == (3, 4, 1, 2)
+
+
+def test_the_key_blind_floor_on_hand_made_examples():
+    """Answers 5, 6, 7 (every scored target's id). Example 0: at its scored position the context held 5
+    twice and 6 once: the guess 5 is right (1). Example 1: 6 and 7 once each, target 7: a tie, 1/2.
+    Example 2: no answer seen at either scored position: the split's most scored answer (5) is guessed, wrong
+    for its target 6 (0), right for its target 5 (1)."""
+    i = -100
+    inputs = np.array([[5, 1, 5, 6, 1, 0], [6, 1, 7, 2, 3, 0], [1, 2, 3, 4, 1, 0]])
+    targets = np.array([[i, i, i, i, 5, i], [i, i, i, i, 7, i], [i, i, i, 6, i, 5]])
+    floor = key_blind_floor(inputs, targets)
+    assert floor["token"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
+    assert floor["example"] == pytest.approx((1 + 0.5 + 0 * 1) / 3)
+
+
+def test_tokens_to_the_midpoint_on_a_hand_made_curve():
+    assert midpoint(0.2) == pytest.approx(0.6)
+    curve = [(0, 0.2), (100, 0.3), (200, 0.5), (300, 0.9), (400, 0.95)]
+    assert tokens_to_reach(curve, 0.6) == pytest.approx(225.0)  # a quarter of the way from 200 to 300
+    assert tokens_to_reach(curve, 0.1) == 0.0
+    assert tokens_to_reach(curve, 0.99) is None
+    assert tokens_to_reach([(0, 0.2), (50, 0.7), (100, 0.4), (150, 0.8)], 0.6) == pytest.approx(40.0)  # first
+
+
+def run_of(arm, lr, seed, acc, stage="tune", steps=10):
+    config = {"wandb_run_name": arm, "seed": seed, "learning_rate": lr, "max_iters": steps}
+    config |= {"wandb_group": f"x/{stage}", "block_size": 8, "batch_size": 2, "gradient_accumulation_steps": 1}
+    records = [{"step": steps, "val_loss": 1.0 - acc, "val_acc": acc, "val_example_acc": acc / 2}]
+    return compare.Run(f"{stage}-{arm}-{lr}-s{seed}", config, records)
+
+
+def test_a_grid_point_is_chosen_by_highest_accuracy():
+    runs = [run_of("base", 1e-3, 1, 0.4), run_of("base", 3e-3, 1, 0.8), run_of("base", 1e-2, 1, 0.6)]
+    assert tuning.choose(runs, ["learning_rate"], METRICS["val_acc"])["base"]["chosen"] == {"learning_rate": 3e-3}
+    # the loss (1 - acc here) is lowest at the same point: choosing by loss agrees, by design of the example
+    assert tuning.choose(runs, ["learning_rate"])["base"]["chosen"] == {"learning_rate": 3e-3}
+    diverged = compare.Run("d", {**runs[1].config, "seed": 2}, [{"step": 5, "val_loss": 1.0, "val_acc": 0.9}])
+    chosen = tuning.choose([*runs, diverged], ["learning_rate"], METRICS["val_acc"])["base"]
+    assert chosen["chosen"] == {"learning_rate": 1e-2}  # 3e-3's mean is -inf with a run that never finished
+
+
+def test_a_two_stage_report_by_accuracy_states_points_of_difference():
+    runs = [run_of(a, 1e-3, 1, 0.5) for a in ("base", "nlq")]
+    runs += [run_of("base", 1e-3, s, 0.50 + 0.01 * s, "report") for s in (2, 3, 4)]
+    runs += [run_of("nlq", 1e-3, s, 0.60 + 0.01 * s + 0.001 * (s == 3), "report") for s in (2, 3, 4)]
+    result = tuning.report(runs, ["learning_rate"], "base", METRICS["val_acc"])
+    nlq = result["arms"]["nlq"]
+    assert nlq["improvement"] == pytest.approx(0.1 + 0.001 / 3) and nlq["val_acc_mean"] == pytest.approx(
+        0.63 + 0.001 / 3
+    )
+    assert nlq["interval"][0] < nlq["improvement"] < nlq["interval"][1]
+    table = "\n".join(tuning.markdown(result))
+    assert "test accuracy per scored token" in table and "+10.03 pts" in table
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--task=mqar", "--num_kv_pairs=40"], "holds 31 distinct keys"),
+        (["--task=mqar", "--num_kv_pairs=8", "--seq_len=24"], "seq_len >= 4 x num_kv_pairs = 32"),
+        (["--task=selective-copying", "--num_tokens_to_copy=16", "--seq_len=32"], "seq_len >= 2 x num_tokens"),
+        (["--task=noisy-in-context-recall", "--vocab_size=18", "--noise_vocab_size=16"], "leaves 2 ids"),
+        (["--task=noisy-in-context-recall", "--vocab_size=17", "--noise_vocab_size=16"], "leaves 1 ids"),
+        (["--task=in-context-recall", "--frac_noise=0.2"], "needs noise ids"),
+        (["--task=fuzzy-in-context-recall", "--k_motif_size=9"], "a motif holds distinct ids"),
+        (["--task=in-context-recall", "--num_kv_pairs=3"], "not a setting of in-context-recall"),
+        (["--task=mqar", "--train_targets=all"], "scores its answers only"),
+    ],
+)
+def test_a_task_setting_that_cannot_be_built_is_one_line(tmp_path, args, words):
+    done = subprocess.run(
+        [sys.executable, PREPARE, f"--out_dir={tmp_path / 'd'}", *args], capture_output=True, text=True
+    )
+    assert done.returncode != 0 and done.stderr.startswith("error: ") and words in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "d").exists()
+
+
+@pytest.fixture(scope="module")
+def mqar_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("mqar")
+    out, vocab, form = tasks.generate("mqar", dict(vocab_size=32, seq_len=16, num_kv_pairs=4), 64, 32, 1)
+    from nlq.data.examples import write_examples
+
+    write_examples(path, out, {"task": "mqar", "vocab_size": 32, "seq_len": 16, "roles": vocab.roles()})
+    return path
+
+
+def example_args(data, out_dir, **kw):
+    return tiny_args(data, out_dir, block_size=16, vocab_size=32, **kw)
+
+
+def test_training_on_examples_logs_accuracy_and_every_arm_reads_the_same_rows(mqar_data, tmp_path):
+    import train
+
+    for mode in ("linear", "residual_gelu"):
+        train.main(example_args(mqar_data, tmp_path / mode, query_mode=mode))
+    evals = {mode: records(tmp_path / mode, "val_acc") for mode in ("linear", "residual_gelu")}
+    steps = {mode: records(tmp_path / mode, "fingerprint") for mode in evals}
+    assert sorted(evals["linear"]) == [0, 4, 8]
+    for step, rec in evals["linear"].items():
+        assert 0 <= rec["val_example_acc"] <= rec["val_acc"] <= 1 and rec["tokens"] == step * 4 * 4 * 16
+    prints = {mode: [r["fingerprint"] for r in steps[mode].values()] for mode in steps}
+    assert prints["linear"] == prints["residual_gelu"] and len(set(prints["linear"])) == len(prints["linear"])
+
+
+def test_examples_longer_than_block_size_are_one_line(mqar_data, tmp_path):
+    message = error_of(tiny_args(mqar_data, tmp_path / "r", block_size=8, vocab_size=32))
+    assert "its examples are 16 tokens, longer than block_size=8: set block_size >= 16" in message
+
+
+def test_accuracy_of_a_text_dataset_is_one_line(char_data, tmp_path):
+    import train
+
+    train.main(tiny_args(char_data, tmp_path / "text"))
+    message = error_of([str(tmp_path / "text"), "--metric=val_acc", "--png="], compare.main)
+    assert "records no val_acc" in message and "--metric=val_loss" in message
