@@ -168,7 +168,27 @@ def fingerprint_report(runs) -> str:
             "(eval_order='official' evaluates on them); it logs no batch fingerprints"
         )
         notes += [line for r in runs if (line := step_agreement(r, ref))]
-    return "\n".join([_fingerprints(runs), *notes])
+    machines = machine_report(runs)
+    return "\n".join([_fingerprints(runs), *([machines] if machines else []), *notes])
+
+
+def machine_report(runs) -> str | None:
+    """A warning when the runs trained with different CPU thread counts, devices or dtypes (config.json's
+    machine, one entry per start): their float sums then differ in order, so two runs of a pair differ in
+    more than their arm (1 and 2 CPU threads part visibly at a high learning rate). None when they agree or
+    record nothing (runs of older versions, wandb)."""
+    seen = {}
+    for r in runs:
+        for m in r.config.get("machine") or []:
+            if isinstance(m, dict):
+                seen.setdefault((m.get("threads"), m.get("device"), m.get("dtype")), []).append(r.name)
+    if len(seen) < 2:
+        return None
+    parts = [f"{t} threads, {dev}, {dt}: {len(names)} runs (e.g. {names[0]})" for (t, dev, dt), names in seen.items()]
+    return (
+        f"WARNING: the runs trained on different machines ({'; '.join(parts)}): float summation order differs "
+        "between them, so a pair differs in more than its arm; rerun them with one thread count, device and dtype"
+    )
 
 
 def step_agreement(run, ref, first: int = 100) -> str | None:
@@ -185,23 +205,40 @@ def step_agreement(run, ref, first: int = 100) -> str | None:
 
 
 def _fingerprints(runs) -> str:
+    """Whether the runs trained on identical batches, from the fingerprints of their common logged steps: all
+    of them, or, when their data seeds differ (a two-stage comparison draws one per seed), the runs of each
+    seed, which are the pairs."""
+    if len({r.config.get("data_seed") for r in runs}) <= 1:
+        return _identical(runs, f"all {len(runs)} runs", "the runs")
+    groups = {}
+    for r in runs:
+        groups.setdefault(r.seed, []).append(r)
+    for seed, group in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        said = _identical(group, f"the {len(group)} runs of seed {seed}", f"the runs of seed {seed}")
+        if said.startswith("WARNING"):
+            return said
+    return (
+        f"the runs of each seed trained on identical batches ({len(groups)} seeds, each its own data order: "
+        "fingerprints equal within each seed at their common logged steps)"
+    )
+
+
+def _identical(runs, who: str, which: str) -> str:
     if len(runs) < 2:
         return "one run: nothing to compare batches with"
     common = set.intersection(*(set(r.steps) for r in runs))
     # a record without one (None: a wandb row that had none) says nothing about its batches
     common = sorted(s for s in common if all(r.steps[s].get("fingerprint") is not None for r in runs))
     if not common:
-        return "no logged step is common to all runs: identical batches cannot be checked"
+        return f"no logged step is common to {which}: identical batches cannot be checked"
     for s in common:
         prints = {r.name: r.steps[s]["fingerprint"] for r in runs}
         if len(set(prints.values())) > 1:
             return (
-                f"WARNING: the runs trained on different batches (first at step {s}: {prints}); "
+                f"WARNING: {which} trained on different batches (first at step {s}: {prints}); "
                 "check dataset, data_seed, sampling, batch_size and gradient_accumulation_steps"
             )
-    return (
-        f"all {len(runs)} runs trained on identical batches (fingerprints equal at {len(common)} common logged steps)"
-    )
+    return f"{who} trained on identical batches (fingerprints equal at {len(common)} common logged steps)"
 
 
 def resolve_baseline(runs, baseline: str | None) -> str:

@@ -13,6 +13,7 @@ X is the attention input (the output of ln_1). The paper's "wide MLP" arm (+12.5
 queries with mlp_ratio=4.75; query_mode='wide_mlp' is still read as exactly that.
 """
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Annotated
@@ -395,6 +396,11 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
+        # One draw from torch's generator seeds every parameter's own (init_weights), taken before the layers
+        # are built (each nn.Linear draws from it while it is made, and the layers differ between arms):
+        # torch.manual_seed(s); GPT(config) stays reproducible, as in nanoGPT. On the CPU explicitly: a model
+        # built under torch.device("meta") draws it too.
+        base = int(torch.randint(2**62, (1,), device="cpu"))
         layers = dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             drop=nn.Dropout(config.dropout),
@@ -408,24 +414,27 @@ class GPT(nn.Module):
         self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.transformer.wte.weight = self.lm_head.weight
-        self.apply(self._init_weights)
-        # GPT-2's scaled init of the projections that write into the residual stream.
-        for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-        for block in self.transformer.h:  # arXiv 2604.10791's inits: small, the skip nearly zero
-            if block.preproj is not None:
-                nn.init.normal_(block.preproj.up.weight, std=0.01)
-                nn.init.normal_(block.preproj.down.weight, std=0.01)
-            if block.skip is not None:
-                nn.init.normal_(block.skip.weight, std=config.skip_init_std)
+        self.init_weights(base)
 
-    @staticmethod
-    def _init_weights(module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+    def init_weights(self, base: int) -> None:
+        """GPT-2's initialisation (N(0, 0.02) matrices and tables, N(0, 0.02 / sqrt(2 n_layer)) for the
+        projections into the residual stream, zero biases, unit norms; arXiv 2604.10791's small pre-projection
+        and skip; LoRA's A kaiming-uniform and B zero), each parameter drawn from a generator of its own seeded
+        by base and its name, and c_attn's Q, K and V rows as three such parameters. So two models of one
+        base start alike in every parameter they share: a query mode's own weights, or a wider MLP, take
+        nothing from the others' streams, and a mode without W_Q starts with linear's K and V."""
+        config = self.config
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if p.is_meta:  # shapes only: nothing to draw
+                    continue
+                if name.endswith("attn.c_attn.weight"):
+                    attn = self.get_submodule(name.rsplit(".", 2)[0])
+                    for part, rows in zip("qkv", p.split([attn.q_dim, attn.kv_dim, attn.kv_dim])):
+                        if rows.numel():
+                            rows.normal_(0.0, 0.02, generator=parameter_generator(base, f"{name}:{part}", p))
+                    continue
+                init_parameter(name, p, config, parameter_generator(base, name, p))
 
     def non_finite(self) -> list[str]:
         """The names of the parameters holding a NaN or an infinity (a run that diverged before it saved)."""
@@ -619,6 +628,31 @@ class GPT(nn.Module):
                     nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
                 idx = torch.cat((idx, nxt), dim=1)
         return idx
+
+
+def parameter_generator(base: int, name: str, p: torch.Tensor) -> torch.Generator:
+    """A generator on p's device seeded by base and the parameter's name (a stable hash: Python's own
+    hash of a string changes from process to process)."""
+    digest = hashlib.blake2b(f"{base}:{name}".encode(), digest_size=8).digest()
+    return torch.Generator(device=p.device).manual_seed(int.from_bytes(digest, "little") % 2**63)
+
+
+def init_parameter(name: str, p: torch.Tensor, config: GPTConfig, g: torch.Generator) -> None:
+    """One parameter's initial values by its name (GPT.init_weights)."""
+    if name.endswith(".bias") or name.endswith(".B"):  # LoRA's B starts at zero: the model is unchanged
+        p.zero_()
+    elif p.dim() == 1:  # LayerNorm and RMSNorm weights
+        p.fill_(1.0)
+    elif name.endswith(".A"):
+        nn.init.kaiming_uniform_(p, a=math.sqrt(5), generator=g)
+    elif ".preproj." in name:
+        p.normal_(0.0, 0.01, generator=g)
+    elif name.endswith(".skip.weight"):
+        p.normal_(0.0, config.skip_init_std, generator=g)
+    elif name.endswith("c_proj.weight"):  # GPT-2's scaled init of the projections into the residual stream
+        p.normal_(0.0, 0.02 / math.sqrt(2 * config.n_layer), generator=g)
+    else:
+        p.normal_(0.0, 0.02, generator=g)
 
 
 def parameter_count(config, non_embedding: bool = False) -> int:

@@ -190,12 +190,16 @@ def estimate(settings, stage1, args, seeds: int) -> None:
         fresh[setting] = run_tokens * seeds * arms
     tokens += sum(fresh.values())
     runs = len(stage1) + seeds * arms * len(settings)
-    slots = len(args.gpus.split(",")) if args.gpus else args.jobs if args.executor == "local" else 1
-    hours = tokens / args.tokens_per_s / slots / 3600
+    run_hours = tokens / args.tokens_per_s / 3600
+    if args.executor == "local":
+        slots = len(args.gpus.split(",")) if args.gpus else args.jobs
+        when = f"about {run_hours / slots:.1f} hours, {slots} at a time"
+    else:
+        when = f"about {run_hours:.1f} run-hours, as many at a time as the scheduler gives"
     print(
         f"{runs} runs ({len(stage1)} in stage 1, {runs - len(stage1)} in stage 2 over {len(settings)} settings), "
-        f"{tokens / 1e6:,.0f}M training tokens: about {hours:.1f} hours at {args.tokens_per_s:,.0f} tokens/s a run, "
-        f"{slots} at a time (evaluations and starts add about 15 %)"
+        f"{tokens / 1e6:,.0f}M training tokens: {when} at {args.tokens_per_s:,.0f} tokens/s a run (evaluations "
+        "and starts add about 15 %)"
     )
 
 

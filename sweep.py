@@ -94,19 +94,31 @@ def plan(configs, seeds, out_root: Path, extra, points=({},), stage=None, tune_i
 def runs_of(config, arm, seeds, out_root: Path, extra, point: dict, stage=None, tune_iters=None) -> list[Run]:
     """One arm's runs at one grid point. A stage's runs are named after it and grouped by it in wandb
     (OUT_ROOT's name/tune or /report: how compare.py --tune tells the stages apart); stage 1 may be
-    shortened to tune_iters steps, its schedule scaled alike."""
+    shortened to tune_iters steps, its schedule scaled alike. A stage's run of seed s also draws its own
+    data order and validation windows (data_seed: the config's + s, the same for every arm, so pairs stay
+    paired), and evaluates on one half of the validation split, stage 1 on the first, stage 2 on the second:
+    a choice is neither made on the data it is reported on nor tied to one draw of the data (the paper's
+    official order and windows, sampling/eval_order='official', are the same for every seed and stage)."""
+    base, _ = parse([config, *extra], TrainConfig, GPTConfig)
     options = [f"--{k}={v}" for k, v in point.items()]
     if stage:
         options.append(f"--wandb_group={out_root.resolve().name}/{stage}")
+    if stage and base.eval_order == "fixed":  # the official windows (eval_order='official') are the paper's own
+        options.append(f"--eval_part={STAGE_PARTS[stage]}")
     if tune_iters:
         options += shortened(config, [*extra, *options], tune_iters)
+    data_seed = base.data_seed
     runs = []
     for seed in seeds:
         name = "-".join(["tune"] * (stage == "tune") + [arm] + [point_name(point)] * bool(point) + [f"s{seed}"])
         out_dir = out_root / name
-        cfg, _ = parse([config, *extra, *options, f"--seed={seed}", f"--out_dir={out_dir}"], TrainConfig, GPTConfig)
-        runs.append(Run(arm, seed, config, out_dir, cfg.max_iters, dict(point), tuple(options)))
+        own = [*options, f"--data_seed={data_seed + seed}"] if stage else options
+        cfg, _ = parse([config, *extra, *own, f"--seed={seed}", f"--out_dir={out_dir}"], TrainConfig, GPTConfig)
+        runs.append(Run(arm, seed, config, out_dir, cfg.max_iters, dict(point), tuple(own)))
     return runs
+
+
+STAGE_PARTS = {"tune": "first", "report": "second"}  # the validation half each stage evaluates
 
 
 def point_name(point: dict) -> str:
@@ -273,7 +285,7 @@ NOT_A_GRID_KEY = {
     **dict.fromkeys(("batch_size", "gradient_accumulation_steps", "eval_iters"), "it changes the batches"),
     "max_iters": "it is the length: use --tune_iters for a shorter stage 1",
     "seed": "the seeds are --tune_seeds and --seeds",
-    **dict.fromkeys(("out_dir", "init_from", "wandb_run_name", "wandb_group"), "the sweep sets it"),
+    **dict.fromkeys(("out_dir", "init_from", "wandb_run_name", "wandb_group", "eval_part"), "the sweep sets it"),
 }
 DIVERGED = 3  # train.py's exit status for a run that diverged (train.Diverged)
 

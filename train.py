@@ -35,6 +35,7 @@ from nlq.common.errors import ConfigError, UserError
 from nlq.data.dataset import check_token_ids, load_meta, open_split
 from nlq.data.examples import Examples, is_examples, open_examples
 from nlq.data.loader import (
+    EVAL_PARTS,
     OFFICIAL_EVAL,
     OFFICIAL_STEPS,
     SAMPLINGS,
@@ -47,6 +48,7 @@ from nlq.data.loader import (
     fixed_offsets,
     official_eval_offsets,
     official_train_table,
+    part_range,
     windows,
 )
 from nlq.eval.accuracy import accuracy
@@ -93,6 +95,7 @@ class TrainConfig:
     data_seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # batch order and evaluation windows; keep it fixed across arms
     sampling: Annotated[str, OneOf(*SAMPLINGS)] = "random"  # random windows, permutation, lines, official (its stream)
     eval_order: Annotated[str, OneOf("fixed", "official")] = "fixed"  # fixed windows, or official: its k-th at eval k
+    eval_part: Annotated[str, OneOf(*EVAL_PARTS)] = "all"  # the validation half evaluated: tuning chooses on another
     batch_size: Annotated[int, At(1)] = 12  # rows per micro-step per process
     gradient_accumulation_steps: Annotated[int, At(1)] = 40  # micro-steps per optimizer step, summed over all processes
     seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # model init and dropout; vary it for multi-seed error bars
@@ -246,7 +249,10 @@ def open_example_data(cfg: TrainConfig, path: str, block_size: int) -> Data:
     batches = ExampleBatches(ex.train, cfg.batch_size, cfg.gradient_accumulation_steps, cfg.data_seed, vocab)
     n = min(len(ex.train), cfg.eval_iters * cfg.batch_size)
     train_sample = np.sort(np.random.default_rng([cfg.data_seed, TRAIN_EVAL_KEY]).choice(len(ex.train), n, False))
-    fixed = (np.arange(len(ex.test)), train_sample)
+    low, high = part_range(len(ex.test), cfg.eval_part)
+    if high == low:
+        raise ConfigError(f"{path}/test holds one example: eval_part={cfg.eval_part!r} needs two or more")
+    fixed = (np.arange(low, high), train_sample)
     return Data(path, ex.meta, ex.train, ex.test, batches, lambda step: fixed, ex.seq_len, ex)
 
 
@@ -256,11 +262,19 @@ def evaluation_windows(cfg: TrainConfig, block_size: int, n_train: int, n_val: i
     eval_*_indices.npy beside the bins must then equal the replay)."""
     n_eval = cfg.eval_iters * cfg.batch_size
     if cfg.eval_order == "fixed":
+        low, high = part_range(n_val, cfg.eval_part)
+        if high - low <= block_size:
+            raise ValueError(
+                f"eval_part={cfg.eval_part!r}: that half of val.bin holds {high - low} tokens, not a window of "
+                f"block_size + 1 = {block_size + 1}: use eval_part='all' or more validation data"
+            )
         fixed = (
-            fixed_offsets(n_val, block_size, n_eval, cfg.data_seed, VAL_KEY),
+            low + fixed_offsets(high - low, block_size, n_eval, cfg.data_seed, VAL_KEY),
             fixed_offsets(n_train, block_size, n_eval, cfg.data_seed, TRAIN_EVAL_KEY),
         )
         return lambda step: fixed
+    if cfg.eval_part != "all":
+        raise ValueError("eval_order='official' evaluates the official windows: eval_part must be 'all'")
     check_official("eval_order='official'", min(n_train, n_val), block_size, n_eval, OFFICIAL_EVAL[1])
     if cfg.max_iters // cfg.eval_interval >= OFFICIAL_EVAL[0]:
         raise ValueError(
@@ -731,7 +745,9 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
         if leftovers:  # a restart's files, or damaged checkpoints a resume's saves would overwrite
             aside = run_dir.set_aside(leftovers, config=ckpt is None)
             print(f"set aside in {aside}: {', '.join(p.name for p in leftovers)}")
-        run_dir.write_config(resolved)
+        machine = {"step": trainer.start, "threads": torch.get_num_threads(), "device": str(d.device)}
+        machine |= {"dtype": dtype_name(trainer.dtype), "torch": torch.__version__}
+        run_dir.write_config({**resolved, "machine": run_dir.machines(machine)})
         run_dir.trim_metrics(trainer.start)
     try:
         trainer.fit()

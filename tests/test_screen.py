@@ -211,7 +211,7 @@ def test_the_dry_run_lists_the_runs_and_estimates_their_time(tmp_path, capsys):
     assert "16 runs (8 in stage 1, 8 in stage 2 over 2 settings), 0M training tokens" in out
     assert out.count("start  ") == 8 and not (tmp_path / "R").exists()
     hours = 16 * 16 * 4 * 8 / 512 / 2 / 3600
-    assert f"about {hours:.1f} hours" in out
+    assert f"about {hours:.1f} hours, 2 at a time" in out
 
 
 def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):

@@ -200,7 +200,14 @@ def test_a_two_stage_sweep_end_to_end_chooses_reports_fresh_seeds_and_continues(
         assert result["arms"][arm]["n"] == 2
     assert result["seeds"] == [2, 3] and result["tune_seeds"] == [1]
     assert (root / "lr.png").stat().st_size > 0 and "| nlq |" in (root / "table.md").read_text()
-    assert result["batches"].startswith("all 8 runs trained on identical batches")  # both stages, every arm
+    # each seed its own data order and windows, shared by every arm of that seed; stage 1 chooses on the first
+    # half of the validation split, stage 2 reports on the second
+    assert result["batches"].startswith("the runs of each seed trained on identical batches (3 seeds")
+    for run_dir in root.iterdir():
+        if run_dir.is_dir():
+            config = json.loads((run_dir / "config.json").read_text())
+            assert config["data_seed"] == 1337 + config["seed"]
+            assert config["eval_part"] == ("first" if run_dir.name.startswith("tune-") else "second")
     # A crash before one stage-2 run ended: the same command runs that run alone, and the result is the same.
     subprocess.run(["rm", "-rf", str(root / f"nlq-learning_rate={best['nlq']}-s3")], check=True)
     capsys.readouterr()

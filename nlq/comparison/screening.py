@@ -67,26 +67,88 @@ class Setting:
         ]
 
 
-def icr(name, vocab=16, seq=32, steps=1000, **kw):
-    return Setting(name, "in-context-recall", dict(vocab_size=vocab, seq_len=seq), steps, **kw)
+def recall(name, frac_noise=0.0, steps=1000, vocab=24, seq=32, noise=8, **kw):
+    """MAD's in-context recall, trained on the probed positions only: 8 keys and 8 values (vocab 24 with 8
+    noise ids, used or not, so that its noise axis keeps one vocabulary)."""
+    settings = dict(vocab_size=vocab, seq_len=seq, noise_vocab_size=noise, frac_noise=frac_noise)
+    return Setting(name, "in-context-recall", settings, steps, **kw)
 
 
-GRIDS = {"default": "5e-4,1e-3,2e-3,4e-3"}  # each screen's learning rates (screen.py --grid replaces them)
+def mqar(name, pairs=6, steps=3500, vocab=64, seq=24, **kw):
+    return Setting(name, "mqar", dict(vocab_size=vocab, seq_len=seq, num_kv_pairs=pairs), steps, **kw)
+
+
+def mad(task: str, baseline: dict, changes: dict, epochs=200, batch=64) -> list:
+    """MAD's benchmark for one task (its configs/tasks/*.yml): the baseline setting and each change of it,
+    trained on the whole sequence as MAD trains (the recall tasks) for its 200 epochs of the training set."""
+    out = []
+    for key, values in [(None, [None]), *changes.items()]:
+        for value in values:
+            setting = {**baseline, **({key: value} if key else {})}
+            n = setting.pop("num_train_examples", 12_800)
+            targets = "all" if "recall" in task else "probed"
+            name = f"{task}" + (f"-{key}={value}" if key else "")
+            out.append(Setting(name, task, setting, epochs * n // batch, targets, n, axis=(key, value) if key else ()))
+    return out
+
+
+MAD_RECALL = dict(vocab_size=[32, 64, 128], seq_len=[256, 512, 1024], num_train_examples=[6400, 3200, 1600, 800])
 SCREENS = {
-    # calibrated on the 2-core VM (docs/screening.md): each setting's baseline leaves its plateau well
-    # inside the run at the tuned learning rate; about 60 minutes with 2 jobs side by side
+    # calibrated on the 2-core VM (docs/screening.md): each setting's baseline leaves its plateau well inside
+    # the run at its tuned learning rate; about an hour with 2 runs side by side
     "default": [
-        icr("recall", axis=("vocab_size", 16)),
-        icr("recall-v32", vocab=32, axis=("vocab_size", 32)),
+        recall("recall", axis=("frac_noise", 0.0)),
+        recall("recall-noise60", frac_noise=0.6, steps=2000, axis=("frac_noise", 0.6)),
+        mqar("mqar", axis=("num_kv_pairs", 6)),
+    ],
+    # more settings (the noise and key-count axes, a larger vocabulary, longer context, fuzzy keys, selective
+    # copying, memorization): screen.py --screen=full --dry_run says its cost
+    "full": [
+        recall("recall", axis=("frac_noise", 0.0)),
+        recall("recall-noise30", frac_noise=0.3, steps=1500, axis=("frac_noise", 0.3)),
+        recall("recall-noise60", frac_noise=0.6, steps=2000, axis=("frac_noise", 0.6)),
+        recall("recall-v40", vocab=40, steps=4000),
+        recall("recall-l64", seq=64, steps=2500),
+        mqar("mqar-4", pairs=4, steps=2000, axis=("num_kv_pairs", 4)),
+        mqar("mqar", axis=("num_kv_pairs", 6)),
+        mqar("mqar-8", pairs=8, seq=32, steps=6000, axis=("num_kv_pairs", 8)),
         Setting(
-            "noisy-recall",
+            "fuzzy-recall",
+            "fuzzy-in-context-recall",
+            dict(vocab_size=16, seq_len=32, k_motif_size=2, v_motif_size=1),
+            8000,
+        ),  # fmt: skip
+        Setting("selective-copying", "selective-copying", dict(vocab_size=16, seq_len=64, num_tokens_to_copy=8), 4000),
+        Setting("memorization", "memorization", dict(vocab_size=256, seq_len=32), 4000, num_train=256),
+    ],
+    # MAD's own benchmark (arXiv 2403.17844, athms/mad-lab's configs/tasks/*.yml): every task's baseline and
+    # changes, 200 epochs each, the recall tasks trained on the whole sequence; a cluster's or GPUs' work
+    "mad": [
+        *mad("in-context-recall", dict(vocab_size=16, seq_len=128), MAD_RECALL),
+        *mad("fuzzy-in-context-recall", dict(vocab_size=16, seq_len=128, k_motif_size=3, v_motif_size=3), MAD_RECALL),
+        *mad(
             "noisy-in-context-recall",
-            dict(vocab_size=24, seq_len=32, noise_vocab_size=8, frac_noise=0.3),
-            1000,
-        ),
-        Setting("mqar", "mqar", dict(vocab_size=64, seq_len=24, num_kv_pairs=6), 3000),
-    ],  # fmt: skip
+            dict(vocab_size=32, seq_len=128, noise_vocab_size=16, frac_noise=0.2),
+            {**MAD_RECALL, "vocab_size": [48, 80, 144], "frac_noise": [0.4, 0.6, 0.8]},
+        ),  # fmt: skip
+        *mad(
+            "selective-copying",
+            dict(vocab_size=16, seq_len=256, num_tokens_to_copy=16),
+            {
+                "vocab_size": [32, 64, 128],
+                "seq_len": [512, 1024],
+                "num_train_examples": [6400, 3200, 1600, 800],
+                "num_tokens_to_copy": [32, 64, 96],
+            },
+        ),  # fmt: skip
+        *mad(
+            "memorization",
+            dict(vocab_size=256, seq_len=32, num_train_examples=256),
+            {"vocab_size": [512, 1024, 2048, 4096, 8192]},
+        ),  # fmt: skip
+    ],
 }
+GRIDS = {"default": "5e-4,1e-3,2e-3,4e-3", "full": "5e-4,1e-3,2e-3,4e-3", "mad": "1e-4,5e-4,1e-3"}
 
 
 def read_screen(path) -> tuple[list, str | None]:

@@ -139,12 +139,28 @@ def report(runs, keys, baseline: str, metric: Metric = LOSS) -> dict:
             "test": kind,
             "budget": budget(tune_arms[arm]),
             "at_grid_edge": at_grid_edge(choice[arm]["points"], choice[arm]["chosen"]),
+            "margin": margin(choice[arm], values, metric),
             "stage1": [finite(row, metric) for row in choice[arm]["points"]],
         }
     adjusted = holm({a: r["p"] for a, r in out["arms"].items() if a != baseline})
     for arm, r in out["arms"].items():
         r["p_holm"] = adjusted.get(arm)
     return out
+
+
+def margin(choice: dict, fresh_values: list, metric: Metric) -> dict | None:
+    """How far the chosen point's stage-1 mean is ahead of the runner-up's, against the seed-to-seed spread
+    of the arm's stage-2 runs (their standard deviation: the noise of one run at a point): a margin within it
+    means stage 1 did not tell the two points apart. None with one grid point or a single stage-2 run."""
+    mean = f"{metric.key}_mean"
+    rows = [r for r in choice["points"] if math.isfinite(r[mean])]
+    others = [r for r in rows if r["point"] != choice["chosen"]]
+    if not others or len(fresh_values) < 2:
+        return None
+    best = next(r for r in rows if r["point"] == choice["chosen"])
+    runner = metric.best(others, lambda r: r[mean])
+    ahead, noise = abs(best[mean] - runner[mean]), statistics.stdev(fresh_values)
+    return {"runner_up": runner["point"], "margin": ahead, "noise": noise, "within_noise": ahead <= noise}
 
 
 def finite(row: dict, metric: Metric = LOSS) -> dict:
@@ -207,6 +223,13 @@ def markdown(result: dict) -> list[str]:
         lines += ["", "warning: the arms' tuning budgets differ (runs, tokens): the comparison is not on equal terms"]
     for arm, r in sorted(result["arms"].items()):
         lines += [f"warning: {arm}: {w}" for w in r["at_grid_edge"]]
+        m = r.get("margin")
+        if m and m["within_noise"]:
+            runner = ", ".join(f"{k}={v}" for k, v in m["runner_up"].items())
+            lines.append(
+                f"note: {arm}: its choice was {m['margin']:.4g} ahead of {runner} in stage 1, within the spread of its "
+                f"stage-2 seeds ({m['noise']:.4g}): the two points are not told apart"
+            )
         lines += [
             f"note: {arm}: {row['diverged']} of {len(row['values'])} tune runs at {row['point']} did not finish "
             "(counted as the worst value)"

@@ -182,6 +182,16 @@ class EpochOrder:
         return out
 
 
+EVAL_PARTS = ("all", "first", "second")  # the validation split, or one half of it
+
+
+def part_range(n: int, part: str) -> tuple[int, int]:
+    """[low, high) of the part of n items (tokens or examples) an evaluation reads: all, or a half. A tuning
+    stage chooses on one half and its report is measured on the other, so the choice is not scored on the
+    data that made it."""
+    return {"all": (0, n), "first": (0, n // 2), "second": (n // 2, n)}[part]
+
+
 def fixed_offsets(n_tokens: int, block_size: int, count: int, seed: int, key: int) -> np.ndarray:
     """count window offsets drawn once from the seed: the same set at every evaluation and for every model."""
     return _rng(seed, key).integers(0, n_tokens - block_size, size=count)

@@ -115,6 +115,20 @@ class RunDir:
     def write_config(self, resolved: dict) -> None:
         atomic_write_json(self.path / CONFIG, resolved)
 
+    def machines(self, current: dict) -> list:
+        """What the run has trained on (CPU threads, device, dtype, torch; float sums depend on them): the
+        machines config.json records from before this start's step, and this start's if it differs from the
+        last of them."""
+        try:
+            held = json.loads((self.path / CONFIG).read_text()).get("machine")
+        except (OSError, ValueError, AttributeError):
+            held = None
+        kept = [m for m in held if isinstance(m, dict) and m.get("step", 0) < current["step"]] if isinstance(
+            held, list) else []  # fmt: skip
+        same = bool(kept) and {k: v for k, v in kept[-1].items() if k != "step"} == {
+            k: v for k, v in current.items() if k != "step"}  # fmt: skip
+        return kept if same else [*kept, current]
+
     def trim_metrics(self, start: int) -> None:
         """A resumed run replays the steps after its checkpoint: drop their old records (a new run, start 0,
         drops all). The evaluation at the checkpoint's own step stays: it is not repeated."""

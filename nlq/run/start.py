@@ -26,6 +26,7 @@ DATA_ORDER = {
     "data_seed": lambda c: c["data_seed"],
     "sampling": lambda c: c["sampling"],
     "eval_order": lambda c: c.get("eval_order", "fixed"),  # runs saved before eval_order existed: fixed
+    "eval_part": lambda c: c.get("eval_part", "all"),  # runs saved before eval_part existed: all
     "batch_size x gradient_accumulation_steps": lambda c: c["batch_size"] * c["gradient_accumulation_steps"],
     "eval_iters x batch_size": lambda c: c["eval_iters"] * c["batch_size"],
 }
