@@ -18,7 +18,6 @@ import copy
 import os
 import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from typing import Annotated
 
@@ -26,10 +25,11 @@ import torch
 import torch.distributed as dist
 
 from configurator import parse
-from model import GPT, QUERY_MODES, GPTConfig, KVCache
+from model import GPT, QUERY_MODES, GPTConfig
 from nlq.common.atomic import atomic_write_json
 from nlq.common.domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from nlq.common.errors import ConfigError
+from nlq.eval.latency import prefill_and_decode, timed
 from nlq.run import parallel
 from nlq.run.hardware import dtype_name, peak_flops, resolve_device, resolve_dtype
 from sample import decoding_precision
@@ -68,16 +68,6 @@ class BenchConfig:
             raise ValueError(f"modes={self.modes!r} is invalid: it must include 'linear', the reference")
 
 
-def timed(fn, device):
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-    t = time.perf_counter()
-    fn()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - t
-
-
 class Subject:
     """One query mode's model, optimizer and inputs, kept across rounds (compiled once)."""
 
@@ -107,18 +97,9 @@ class Subject:
         self.step(self.it, DeviceBatches(lambda micro: (self.x, self.x), self.device))
         self.it += 1
 
-    @torch.no_grad()
     def inference(self):
         """(prefill seconds, decode tokens/s) for one prompt with the KV cache, as sample.py decodes."""
-        cache = KVCache(self.decoder.config, 1, self.device, self.decoder.lm_head.weight.dtype)
-        with self.decode_ctx:
-            prefill = timed(lambda: self.decoder(self.prompt, cache=cache, last_only=True), self.device)
-            tok = self.prompt[:, -1:]
-            decode = timed(
-                lambda: [self.decoder(tok, cache=cache, last_only=True) for _ in range(self.cfg.decode_tokens)],
-                self.device,
-            )
-        return prefill, self.cfg.decode_tokens / decode
+        return prefill_and_decode(self.decoder, self.prompt, self.cfg.decode_tokens, self.device, self.decode_ctx)
 
     @torch.no_grad()
     def recompute_rates(self):

@@ -22,7 +22,6 @@ import argparse
 import json
 import shlex
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import sweep
@@ -122,9 +121,9 @@ def chosen_settings(args) -> tuple[list, str]:
 
 def setting_runs(setting, data_dir, config, arm, seeds, out_root, extra, point, stage) -> list:
     """One arm's runs of one setting at one grid point: sweep's runs, with the setting's train.py options."""
-    options = [*setting.options(data_dir), *extra]
-    runs = sweep.runs_of(config, arm, seeds, out_root / setting.name, options, point, stage)
-    return [replace(r, options=(*options, *r.options)) for r in runs]
+    return sweep.runs_with(
+        config, arm, seeds, out_root / setting.name, [*setting.options(data_dir), *extra], point, stage
+    )
 
 
 def plan(setting, data_dir, arms, seeds, out_root, extra, points) -> list:

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import compare
@@ -119,6 +119,12 @@ def runs_of(config, arm, seeds, out_root: Path, extra, point: dict, stage=None, 
 
 
 STAGE_PARTS = {"tune": "first", "report": "second"}  # the validation half each stage evaluates
+
+
+def runs_with(config, arm, seeds, out_root: Path, options, point=None, stage=None) -> list[Run]:
+    """runs_of, with options (a setting's data, an arm's query mode) on every run's own command line."""
+    runs = runs_of(config, arm, seeds, out_root, list(options), point or {}, stage)
+    return [replace(r, options=(*options, *r.options)) for r in runs]
 
 
 def point_name(point: dict) -> str:

@@ -3,12 +3,15 @@
 python data/openwebtext/prepare.py --num_proc 16                      # the hub's OpenWebText
 python data/openwebtext/prepare.py --dataset corpus.jsonl --text_field body --out_dir data/mine
 python data/openwebtext/prepare.py --dataset book.txt --out_dir data/book      # one local text file
+python data/openwebtext/prepare.py --dataset my_docs/ --out_dir data/docs --val_size=0.05 --test_size=0.05
 
-Local data: a .json/.jsonl/.parquet file or a directory of them, a directory of .txt files (one document
-each), or a single .txt file (one document per blank-line-separated paragraph). Each document becomes
-encode_ordinary(text) + [EOT 50256]. Without a validation split in the source, --val_size of the
-documents are held out with seed 2357 (nanoGPT's split: 0.0005), at least one and at most a tenth of
-them, so a small corpus never loses a third of itself to validation.
+Local data: a folder of documents (.txt and .md files at any depth, one document each: exact duplicates
+dropped, empty and undecodable files skipped and counted, whole documents held out for val.bin and test.bin;
+nlq/data/documents.py), a .json/.jsonl/.parquet file or a directory of them, or a single .txt file (one
+document per blank-line-separated paragraph). Each document becomes encode_ordinary(text) + [EOT 50256].
+Without a validation split in the source, --val_size of the documents are held out with seed 2357
+(nanoGPT's split: 0.0005), at least one and at most a tenth of them, so a small corpus never loses a third
+of itself to validation; a folder of documents also holds out --test_size of them (default: --val_size).
 
 Tokenising: num_proc worker processes each take a contiguous run of documents at a time (a shard),
 encode it with tiktoken and write its ids to a temporary file beside the output; the shards are appended
@@ -34,6 +37,7 @@ sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file
 
 from nlq.common import hub  # noqa: E402
 from nlq.common.errors import cli_main  # noqa: E402
+from nlq.data import documents  # noqa: E402
 from nlq.data.dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
 from nlq.data.tokenizer import EOT, gpt2_encoding  # noqa: E402
 
@@ -143,10 +147,20 @@ def run(argv):
     p.add_argument("--out_dir", default=str(HERE))
     p.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     p.add_argument("--val_size", type=float, default=0.0005)
+    p.add_argument("--test_size", type=float, help="a folder of documents: the share held out as test.bin")
+    p.add_argument(
+        "--tokenizer", default="gpt2", choices=documents.TOKENIZERS,
+        help="a folder of documents: GPT-2 BPE, or one id per character (small models on a CPU)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=2357)
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
     refuse_overwrite(args.out_dir, args.force)  # fail before hours of work, not after
+    if documents.is_document_folder(args.dataset):
+        return prepare_folder(args)
+    if args.test_size is not None or args.tokenizer != "gpt2":
+        option = "--test_size" if args.test_size is not None else "--tokenizer"
+        raise DataError(f"{option} is for a folder of .txt/.md documents; {args.dataset} is not one")
     ds = load_source(args.dataset, args.num_proc)
     columns = ds["train"].column_names
     if args.text_field not in columns:
@@ -171,6 +185,32 @@ def run(argv):
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"train {meta['tokens']['train']:,} tokens, val {meta['tokens']['val']:,} tokens -> {args.out_dir}")
     warn_if_small(meta)
+
+
+def prepare_folder(args) -> dict:
+    """A folder of documents: train.bin, val.bin and test.bin of whole documents (nlq/data/documents.py)."""
+    test_size = args.val_size if args.test_size is None else args.test_size
+    folder = documents.survey(args.dataset, args.val_size, test_size, args.seed, MIN_DOCUMENTS)
+    codec, encode = documents.codec_of(folder, args.tokenizer)
+    meta = write_dataset(
+        args.out_dir,
+        {name: documents.tokens(paths, encode, codec["eos"]) for name, paths in folder.splits.items()},
+        {
+            **codec,
+            "source": str(args.dataset),
+            "documents": {name: len(paths) for name, paths in folder.splits.items()},
+            "duplicates": folder.duplicates,
+            "skipped": folder.skipped,
+        },
+        force=args.force,
+    )
+    for name in folder.splits:
+        print(f"{name}: {meta['documents'][name]:,} documents, {meta['tokens'][name]:,} tokens")
+    left = [f"{c} {why}" for why, c in folder.skipped.items()] + [f"{folder.duplicates} exact duplicates"]
+    left += [f"{folder.other_files} files of other types"] if folder.other_files else []
+    print(f"left out: {', '.join(left)} -> {args.out_dir}")
+    warn_if_small(meta)
+    return meta
 
 
 def warn_if_small(meta: dict, block_size: int = 1024) -> None:

@@ -1,0 +1,127 @@
+"""A folder of documents (.txt and .md files, read recursively) as a dataset: each file one document, exact
+duplicates dropped (the first in path order kept), empty and undecodable files skipped with their reason,
+and whole documents held out for validation and for a test split, so that no held-out document contributes
+a token to training. Documents are read and encoded one at a time: memory stays flat whatever the folder's
+size.
+"""
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nlq.data.dataset import DataError
+from nlq.data.tokenizer import EOT, gpt2_encoding
+
+SUFFIXES = (".txt", ".md")
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class Folder:
+    """The documents of a folder, each split's files, and what was left out and why."""
+
+    root: Path
+    splits: dict  # split -> [Path]
+    skipped: dict = field(default_factory=dict)  # reason -> count
+    duplicates: int = 0
+    other_files: int = 0
+    chars: str = ""  # every character of the kept documents, sorted (the character codec's vocabulary)
+
+
+def is_document_folder(path) -> bool:
+    """Whether path is a directory holding .txt or .md files (at any depth)."""
+    path = Path(path)
+    return path.is_dir() and any(p.suffix.lower() in SUFFIXES for p in path.rglob("*") if p.is_file())
+
+
+def read_document(path: Path) -> tuple[str | None, str | None]:
+    """(text, None), or (None, why it is skipped): not UTF-8, binary (NUL bytes), empty."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return None, f"unreadable ({e.strerror})"
+    if b"\x00" in data:
+        return None, "binary (NUL bytes)"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    return (text, None) if text.strip() else (None, "empty")
+
+
+def survey(root, val_size: float, test_size: float, seed: int, min_documents: int = 10) -> Folder:
+    """Every document of root, deduplicated, in sorted path order, split into train / val / test: n_val =
+    ceil(val_size x n) at least one and at most a tenth of them (test alike), drawn with seed."""
+    root = Path(root)
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    kept, seen, skipped, duplicates, chars = [], set(), {}, 0, set()
+    for p in files:
+        if p.suffix.lower() not in SUFFIXES:
+            continue
+        text, why = read_document(p)
+        if why:
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        digest = hashlib.sha256(text.encode()).digest()
+        if digest in seen:
+            duplicates += 1
+            continue
+        seen.add(digest)
+        kept.append(p)
+        chars |= set(text)
+    n = len(kept)
+    held = [min(max(1, math.ceil(size * n)), n // 10) if size > 0 else 0 for size in (val_size, test_size)]
+    if n < min_documents or not held[0]:
+        reasons = ", ".join(f"{c} {why}" for why, c in skipped.items()) or "none skipped"
+        raise DataError(
+            f"{root} holds {n} readable distinct document(s) (.txt, .md; {reasons}; {duplicates} duplicates), too "
+            f"few to hold out whole documents for validation and test (at least {min_documents}): add documents"
+        )
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    val, test = sorted(order[: held[0]]), sorted(order[held[0] : held[0] + held[1]])
+    train = sorted(set(order) - set(val) - set(test))
+    splits = {"train": [kept[i] for i in train], "val": [kept[i] for i in val], "test": [kept[i] for i in test]}
+    other = sum(p.suffix.lower() not in SUFFIXES for p in files)
+    return Folder(root, {k: v for k, v in splits.items() if v}, skipped, duplicates, other, "".join(sorted(chars)))
+
+
+TOKENIZERS = ("gpt2", "char")
+END = "\x00"  # the character codec's end of a document: id 0 (no kept document holds a NUL byte)
+
+
+def codec_of(folder: Folder, tokenizer: str) -> tuple[dict, object]:
+    """(meta.json's tokenizer fields, encode(text) -> ids): GPT-2 BPE, or one id per character of the
+    folder's documents with id 0 ending each document."""
+    if tokenizer == "gpt2":
+        enc = gpt2_encoding()
+        return {"tokenizer": "gpt2", "vocab_size": enc.n_vocab, "eos": EOT}, enc.encode_ordinary
+    chars = END + folder.chars
+    lut = {c: i for i, c in enumerate(chars)}
+    return {"tokenizer": "char", "chars": chars, "vocab_size": len(chars), "eos": 0}, lambda t: [lut[c] for c in t]
+
+
+def tokens(paths, encode, eos: int, chunk: int = 1 << 20):
+    """Each document's ids followed by the end-of-document id eos, in chunks of about chunk ids."""
+    buffer, size = [], 0
+    for p in paths:
+        text, _ = read_document(p)
+        ids = np.asarray(encode(text) + [eos], dtype=np.uint16)
+        buffer.append(ids)
+        size += len(ids)
+        if size >= chunk:
+            yield np.concatenate(buffer)
+            buffer, size = [], 0
+    if buffer:
+        yield np.concatenate(buffer)
+
+
+def documents_of(ids: np.ndarray, eos: int) -> list[np.ndarray]:
+    """A split's documents: its ids cut after each end-of-document id (the id itself dropped)."""
+    ends = np.flatnonzero(np.asarray(ids) == eos)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    return [np.asarray(ids[a:b]) for a, b in zip(starts, ends)]

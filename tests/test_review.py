@@ -1,0 +1,143 @@
+"""The blind review page in a real browser (headless Chromium through selenium): every item answered by
+keyboard, the answers exported as a download and tallied to what was pressed, a hostile document shown as
+text and running nothing, a reload keeping the answers. The tally's statistics from hand-computed values,
+and the refusals of a choices file that does not belong to the review."""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from nlq.eval import review
+
+HOSTILE = [
+    "<script>window.pwned = 1</script>",
+    '<img src=x onerror="window.pwned = 2">',
+    "</script><script>window.pwned = 3</script>",
+    "<svg onload=window.pwned=4>&amp; &lt;b&gt; \u2028 end",
+]
+
+
+def items(n=6):
+    out = []
+    for i in range(n):
+        out.append({
+            "id": f"item-{i + 1}",
+            "prompt": f"Opening {i}: " + HOSTILE[i % len(HOSTILE)],
+            "truth": f"true continuation {i}",
+            "linear": f"one continuation {i} " + HOSTILE[(i + 1) % len(HOSTILE)],
+            "nlq": f"another continuation {i}",
+        })  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def browser(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("no Chromium and chromedriver on this machine (Debian: apt-get install chromium chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed: pip install -r requirements-dev.txt")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-dev-shm-usage"):  # fmt: skip
+        options.add_argument(flag)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    options.add_experimental_option("prefs", {"download.default_directory": str(downloads)})
+    b = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    b.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    b.downloads = downloads
+    yield b
+    b.quit()
+
+
+def press(b, key):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(b).send_keys(key).perform()
+
+
+def shown(b, part):
+    return b.execute_script(f"return document.getElementById({part!r}).textContent")
+
+
+def test_the_page_answered_by_keyboard_exports_what_was_pressed_and_runs_no_document(browser, tmp_path):
+    given = items()
+    rid = review.write(tmp_path, given, ("linear", "nlq"), seed=3, title="<b>title</b>")
+    key = json.loads((tmp_path / "review_key.json").read_text())
+    browser.get((tmp_path / "review.html").as_uri())
+    keys = ["a", "b", "t", "b", "a", "a"]
+    for i, k in enumerate(keys):
+        item, order = given[i], key["items"][given[i]["id"]]
+        assert shown(browser, "prompt") == item["prompt"]  # the document as text, tags and all
+        assert shown(browser, "A") == item[order["A"]] and shown(browser, "B") == item[order["B"]]
+        assert shown(browser, "truth") == item["truth"]
+        press(browser, k)
+        if i == 2:  # a reload keeps the answers and returns to the first unanswered item
+            browser.refresh()
+            assert "(3 answered)" in shown(browser, "status") and shown(browser, "prompt") == given[3]["prompt"]
+    assert browser.execute_script("return window.pwned") is None
+    assert browser.find_elements("tag name", "img") == [] and browser.find_elements("tag name", "svg") == []
+    assert shown(browser, "title") == "<b>title</b>"
+    press(browser, "e")
+    exported = browser.downloads / f"choices-{rid}.json"
+    for _ in range(100):
+        if exported.exists():
+            break
+        time.sleep(0.1)
+    answers = review.read_choices(exported, key)
+    expected = {g["id"]: {"a": "A", "b": "B", "t": "tie"}[k] for g, k in zip(given, keys)}
+    assert answers == expected
+    wins = {"linear": 0, "nlq": 0}
+    for item, choice in expected.items():
+        if choice != "tie":
+            wins[key["items"][item][choice]] += 1
+    result = review.tally(answers, key)
+    assert result["wins"] == wins and result["ties"] == 1 and result["answered"] == 6
+
+
+def test_the_page_holds_no_arm_name_and_no_raw_tag_of_a_document(tmp_path):
+    review.write(tmp_path, items(), ("linear", "nlq"), seed=0, title="t")
+    page = (tmp_path / "review.html").read_text()
+    assert "linear" not in page and "nlq" not in page and "another continuation 5" in page  # texts, no names
+    data = page.split('id="data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data and "&" not in data  # nothing in the data block can close it
+
+
+def test_the_tally_against_hand_computed_values():
+    key = {"review": "r", "arms": ["linear", "nlq"], "items": {f"i{k}": {"A": "nlq", "B": "linear"} for k in range(10)}}
+    answers = {f"i{k}": "A" for k in range(7)} | {"i7": "B", "i8": "tie"}
+    result = review.tally(answers, key)
+    assert result["wins"] == {"linear": 1, "nlq": 7} and result["ties"] == 1 and result["items"] == 10
+    # two-sided sign test of 7 against 1: 2 x (C(8,0) + C(8,1)) / 2^8 = 18 / 256
+    assert result["sign_test_p"] == pytest.approx(18 / 256)
+    # Wilson's interval of 7 / 8 at z = 1.96: (0.5291, 0.9776)
+    low, high = result["win_rate"]["nlq"]["interval"]
+    assert low == pytest.approx(0.5291, abs=1e-4) and high == pytest.approx(0.9776, abs=1e-4)
+    assert review.sign_test(0, 0) is None and review.sign_test(3, 3) == 1.0
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("not json", "cannot be read as JSON"),
+        ('{"review": "r", "answers": {"i1": "maybe"}}', "is not a review's answers"),
+        ('{"review": "r", "answers": ["A"]}', "is not a review's answers"),
+        ('{"review": "other", "answers": {"i1": "A"}}', "not to this report's 'r'"),
+        ('{"review": "r", "answers": {"i99": "A"}}', "its items differ"),
+        ('{"review": "r", "answers": {}}', "holds no answers"),
+    ],
+)
+def test_a_choices_file_of_another_review_or_shape_is_one_line(tmp_path, content, words):
+    key = {"review": "r", "arms": ["a", "b"], "items": {"i1": {"A": "a", "B": "b"}}}
+    (tmp_path / "c.json").write_text(content)
+    with pytest.raises(review.ReviewError, match=words):
+        review.read_choices(Path(tmp_path / "c.json"), key)

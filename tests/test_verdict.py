@@ -1,0 +1,143 @@
+"""The practitioner's check (verdict.py) and the folder of documents it reads: .md and .txt at any depth,
+duplicates dropped and counted, empty and undecodable files skipped with their reason, whole documents held
+out (no held-out document contributes a token to training); one tiny verdict end to end (losses read back
+from the runs' own logs, the latency table, the review page, a tally); and the one-line refusals."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import error_of
+
+import verdict
+from nlq.data import documents
+from nlq.data.dataset import open_split
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = "river stone cloud market lantern copper window garden ladder winter orchard signal".split()
+
+
+def folder(root: Path, n=30, seed=0) -> Path:
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        sub = root / ("notes" if i % 2 else "more/deeper")
+        sub.mkdir(parents=True, exist_ok=True)
+        text = f"Document {i}. " + " ".join(rng.choice(WORDS, size=60))
+        (sub / f"d{i:02d}{'.md' if i % 3 else '.txt'}").write_text(text + "\n")
+    return root
+
+
+def test_a_folder_of_documents_holds_out_whole_documents_and_says_what_it_left_out(tmp_path):
+    src = folder(tmp_path / "docs")
+    (src / "copy.md").write_text((src / "notes" / "d01.md").read_text())  # an exact duplicate
+    (src / "empty.txt").write_text("  \n")
+    (src / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (src / "blob.md").write_bytes(b"abc\x00def")
+    (src / "image.png").write_bytes(b"\x89PNG")
+    out = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, ROOT / "data/openwebtext/prepare.py", "--dataset", src, "--out_dir", out,
+         "--val_size=0.1", "--test_size=0.1", "--tokenizer=char"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["documents"] == {"train": 24, "val": 3, "test": 3} and meta["duplicates"] == 1
+    assert meta["skipped"] == {"empty": 1, "not UTF-8": 1, "binary (NUL bytes)": 1}
+    assert "train: 24 documents" in done.stdout and "1 files of other types" in done.stdout
+    decode = lambda ids: "".join(meta["chars"][i] for i in ids)  # noqa: E731
+    texts = {s: [decode(d) for d in documents.documents_of(open_split(out, s), 0)] for s in ("train", "val", "test")}
+    originals = {p.read_text() for p in src.rglob("d*.*")}
+    for split, docs in texts.items():
+        assert len(docs) == meta["documents"][split] and set(docs) <= originals
+    held = set(texts["val"]) | set(texts["test"])
+    assert not held & set(texts["train"]) and len(set(texts["train"]) | held) == 30  # every document once
+
+
+def test_a_folder_without_enough_readable_documents_is_one_line(tmp_path):
+    few = folder(tmp_path / "few", n=5)
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "x.md").write_bytes(b"\xff\xfe")
+    for src, words in ((few, "holds 5 readable distinct document(s)"), (tmp_path / "none", "0 readable")):
+        message = error_of([f"--data={src}", f"--out={tmp_path / 'V'}"], verdict.main)
+        assert words in message and "add documents" in message
+    assert not (tmp_path / "V").exists()
+
+
+@pytest.mark.parametrize(
+    "arms, words",
+    [("linear", "name two arms or more"), ("linear,linear", "each once"), ("linear,quadratic", "neither a query mode")],
+)
+def test_arms_that_do_not_make_a_comparison_are_one_line(tmp_path, arms, words):
+    message = error_of(
+        [f"--data={folder(tmp_path / 'docs')}", f"--arms={arms}", f"--out={tmp_path / 'V'}"], verdict.main
+    )
+    assert words in message and not (tmp_path / "V").exists()
+
+
+def test_a_report_directory_of_another_verdict_is_refused(tmp_path):
+    out = tmp_path / "V"
+    out.mkdir()
+    (out / "verdict.json").write_text(json.dumps({"data": "elsewhere"}))
+    message = error_of([f"--data={folder(tmp_path / 'docs')}", f"--out={out}"], verdict.main)
+    assert "holds another verdict" in message and "choose another --out" in message
+    (tmp_path / "W").mkdir()
+    (tmp_path / "W" / "notes.txt").write_text("mine")
+    assert "holds no verdict" in error_of([f"--data={tmp_path / 'docs'}", f"--out={tmp_path / 'W'}"], verdict.main)
+
+
+TINY = ["--tokenizer=char", "--seeds=1,2", "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=48",
+        "--max_iters=12", "--lr_decay_iters=12", "--warmup_iters=2", "--eval_interval=6", "--eval_iters=2",
+        "--batch_size=4", "--review_items=3", "--prompt_tokens=24", "--new_tokens=16", "--latency_repeats=2",
+        "--progress_every=30"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
+    src, out = folder(tmp_path / "docs", n=40), tmp_path / "V"
+    verdict.main([f"--data={src}", f"--out={out}", *TINY])
+    result = json.loads((out / "report.json").read_text())
+    for arm in ("linear", "residual_gelu"):
+        finals = []
+        for seed in (1, 2):
+            lines = (out / "runs" / f"{arm}-s{seed}" / "metrics.jsonl").read_text().splitlines()
+            finals.append(
+                [r["val_loss"] for r in map(json.loads, lines) if r.get("step") == 12 and "val_loss" in r][-1]
+            )
+        r = result["losses"]["arms"][arm]
+        assert r["val_loss_mean"] == pytest.approx(sum(finals) / 2) and r["perplexity"] == pytest.approx(
+            math.exp(r["val_loss_mean"])
+        )
+    lat = result["latency"]["arms"]
+    assert lat["linear"]["decode_ratio"]["median"] == 1.0 and lat["residual_gelu"]["decode_ms_per_token"]["median"] > 0
+    key = json.loads((out / "review_key.json").read_text())
+    assert len(key["items"]) == result["review"]["items"] >= 2 and (out / "review.html").stat().st_size > 0
+    for name in ("report.md", "curves.png"):
+        assert (out / name).stat().st_size > 0
+    # the reviewer's answers: A for every item; the tally unblinds them through the key
+    choices = tmp_path / "choices.json"
+    choices.write_text(json.dumps({"review": key["review"], "answers": dict.fromkeys(key["items"], "A")}))
+    capsys.readouterr()
+    verdict.main([f"--tally={choices}", f"--out={out}"])
+    tally = json.loads((out / "tally.json").read_text())
+    expected = {arm: sum(v["A"] == arm for v in key["items"].values()) for arm in ("linear", "residual_gelu")}
+    assert tally["wins"] == expected and tally["ties"] == 0
+    # the same command again: every run is skipped, the same losses
+    verdict.main([f"--data={src}", f"--out={out}", *TINY])
+    assert "start  " not in capsys.readouterr().out
+    assert json.loads((out / "report.json").read_text())["losses"] == result["losses"]
+
+
+def test_a_choices_file_of_another_report_is_one_line(tmp_path):
+    out = tmp_path / "V"
+    out.mkdir()
+    (out / "review_key.json").write_text(
+        json.dumps({"review": "r1", "arms": ["a", "b"], "items": {"i": {"A": "a", "B": "b"}}})
+    )
+    (tmp_path / "c.json").write_text(json.dumps({"review": "r2", "answers": {"i": "A"}}))
+    assert "not to this report's 'r1'" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={out}"], verdict.main)
+    assert "holds no review_key.json" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={tmp_path}"], verdict.main)
