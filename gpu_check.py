@@ -400,7 +400,8 @@ def step(args, name: str, estimates: dict, compiled: bool) -> Step:
     compiles = COMPILES[key] if compiled else 0
     argv = [sys.executable, str(ROOT / "gpu_check.py"), f"--step={name}", f"--preset={args.preset}"]
     argv += [f"--device={args.device}", f"--steps={args.steps}", f"--compile={compiled}"]
-    return Step(name, WHAT[name], argv, estimates[key], compiles, 3 * estimates[key] + SLACK_S[args.preset])
+    slack = SLACK_S[args.preset] if args.step_slack_s is None else args.step_slack_s
+    return Step(name, WHAT[name], argv, estimates[key], compiles, 3 * estimates[key] + slack)
 
 
 def read_estimates(args) -> dict:
@@ -433,6 +434,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", default="auto", choices=("auto", "True", "False"), help="auto: on CUDA if it works")
     p.add_argument("--budget_s", type=float, default=360, help="a step whose estimate ends past this is skipped")
     p.add_argument("--limit_s", type=float, default=540, help="a step still running at this many seconds is stopped")
+    p.add_argument(
+        "--step_slack_s", type=float,
+        help="a step is stopped at three times its estimate plus this (default: 30 s for gpt2, 300 s for tiny)",
+    )  # fmt: skip
     p.add_argument("--plan_from", default=None, help="an earlier report: plan with the seconds it measured")
     p.add_argument("--step", choices=sorted(STEP_FUNCTIONS), help="run this one step in this process")
     p.add_argument("--result", default=None, help="with --step: where its JSON goes (default: printed)")

@@ -70,7 +70,7 @@ def clean_state_dict(state: dict) -> dict:
 class GPTConfig:
     block_size: Annotated[int, At(1)] = 1024  # context length in tokens
     vocab_size: Annotated[int, At(1)] = 50304  # GPT-2's 50257 padded up to a multiple of 64 for speed
-    n_layer: Annotated[int, At(1)] = 12  # transformer blocks
+    n_layer: Annotated[int, At(1, 1024)] = 12  # transformer blocks (at most 1024: building more takes minutes)
     n_head: Annotated[int, At(1)] = 12  # attention (query) heads per block
     n_embd: Annotated[int, At(1)] = 768  # model width d
     n_kv_head: Annotated[int | None, At(1)] = None  # None: one K/V head per query head; fewer: grouped-query attention
@@ -481,7 +481,8 @@ class GPT(nn.Module):
             raise pretrained.config_error(e) from None
         if not pretrained.export and config.query_mode != "linear":
             raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
-        check_fits(parameter_count(config), 8, "cpu", "float32 weights, held twice while they are copied")
+        held = parameter_count(config) + buffer_count(config)
+        check_fits(held, 8, "cpu", "float32 weights, held twice while they are copied")
         model = cls(config)
         importers.copy_weights(model, pretrained.weights(), pretrained.source)
         return model
@@ -497,6 +498,8 @@ class GPT(nn.Module):
     def crop_block_size(self, block_size: int) -> None:
         """A shorter context, as nanoGPT's surgery for a pretrained model: the position table (or rotary
         angles) cut to block_size, config.block_size with it."""
+        if isinstance(block_size, bool) or not isinstance(block_size, int):
+            raise TypeError(f"block_size={block_size!r}: give an int (the new context length)")
         if not 1 <= block_size <= self.config.block_size:
             raise ValueError(f"block_size={block_size}: give 1 to {self.config.block_size} (the model's)")
         self.config.block_size = block_size
@@ -604,6 +607,10 @@ class GPT(nn.Module):
         step feeds one token; when the context is full the cache is refilled from the last block_size
         tokens, so the result equals recomputation on the cropped context (nanoGPT's behaviour).
         vocab_limit: draw only ids below it (a vocabulary padded past the tokenizer's has rows of no token)."""
+        if not temperature >= 0:  # NaN too
+            raise ValueError(f"temperature={temperature}: give 0 (greedy) or more")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+            raise ValueError(f"top_k={top_k!r}: give a whole number of tokens, 1 or more (or None: all)")
         bs = self.config.block_size
         cache = None
         if use_cache:
@@ -658,6 +665,12 @@ def init_parameter(name: str, p: torch.Tensor, config: GPTConfig, g: torch.Gener
 def parameter_count(config, non_embedding: bool = False) -> int:
     """The model's parameters (GPT.num_params), exactly, without building it (by_depth)."""
     return by_depth(config, lambda model: model.num_params(non_embedding))
+
+
+def buffer_count(config) -> int:
+    """The floats the model holds beside its parameters (the rotary angles: 2 x block_size x rotary_dims),
+    without building it: a memory check that counted parameters alone would let a huge context through."""
+    return by_depth(config, lambda model: sum(b.numel() for b in model.buffers()))
 
 
 def training_flops_per_token(config, seq_len: int) -> float:

@@ -68,7 +68,8 @@ class Run:
             return "missing"
         done = any(r.get("step") == self.max_iters and "val_loss" in r for r in read_metrics(metrics))
         intact, damaged = checkpoint.survey(self.out_dir, verify=False)  # a damaged one: auto sets it aside
-        return "finished" if done and intact is not None and not damaged else "unfinished"
+        configured = (self.out_dir / "config.json").is_file()  # the comparison reads it; a resume writes it again
+        return "finished" if done and configured and intact is not None and not damaged else "unfinished"
 
 
 def arm_names(configs) -> list[str]:
@@ -284,6 +285,10 @@ def check_out_root(out_root: Path) -> None:
         raise UserError(f"--out_root={out_root}: {existing} is not a writable directory; choose another --out_root")
 
 
+# What a grid may vary: the optimizer and its schedule, and the model (a GPTConfig field); of the model's,
+# not the context and vocabulary (they change the data), and of the run's, nothing else (its mechanics).
+TUNABLE = {"learning_rate", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "decay_lr", "warmup_iters"}
+TUNABLE |= {"lr_decay_iters"}
 # Keys a grid may not vary: every run must see the same tokens (the data order and windows), and these
 # the sweep sets itself.
 NOT_A_GRID_KEY = {
@@ -341,6 +346,9 @@ def run(argv):
         raise UserError(f"{unknown[0]}: sweep passes only --key=value options on to train.py")
     if not args.progress_every > 0:
         raise UserError(f"--progress_every={args.progress_every}: give a number of seconds > 0")
+    if args.tune_iters is not None and args.tune_iters < 1:
+        raise UserError(f"--tune_iters={args.tune_iters}: give stage 1's number of steps, at least 1")
+    check_outputs(args)
     check_executor(args)
     seeds = seed_list("--seeds", args.seeds)
     if args.grid or args.tune_seeds or args.tune_iters or args.json:
@@ -362,6 +370,18 @@ def run(argv):
             f"{len(runs) - len(finished)} of {len(runs)} runs did not finish ({len(failures)} failed, above): fix "
             "them, then run the same command again"
         )
+
+
+def check_outputs(args) -> None:
+    """The figure, table and JSON paths can be written, before any run starts."""
+    from nlq.common.atomic import check_writable
+    from nlq.common.figures import check_figure_path
+
+    if args.png:
+        check_figure_path("--png", args.png)
+    for option, path in (("--md", args.md), ("--json", args.json)):
+        if path:
+            check_writable(option, path)
 
 
 def check_executor(args) -> None:
@@ -394,6 +414,12 @@ def two_stage(args, extra, seeds):
     fresh seed; the comparison of stage 2 (nlq/comparison/tuning.py). Run again, it continues in whichever
     stage it was."""
     keys, points = grid_points(args.grid, extra)
+    rescheduled = sorted(set(keys) & {"warmup_iters", "lr_decay_iters"})
+    if rescheduled and args.tune_iters:
+        raise UserError(
+            f"--grid over {rescheduled[0]} and --tune_iters both set stage 1's schedule (--tune_iters scales it): "
+            "drop one of them"
+        )
     if not args.grid or not args.tune_seeds:
         raise UserError("--grid=KEY=V1,V2 and --tune_seeds=S go together: a grid tuned on seeds, reported on --seeds")
     tune_seeds = seed_list("--tune_seeds", args.tune_seeds)
@@ -453,6 +479,11 @@ def grid_points(grid: list[str], extra) -> tuple[list[str], list[dict]]:
             raise UserError(f"--grid={item}: no config has a key {key!r} (python train.py --help lists them)")
         if key in NOT_A_GRID_KEY:
             raise UserError(f"--grid={item}: {key} cannot be a grid key: {NOT_A_GRID_KEY[key]}")
+        if key in TrainConfig.__dataclass_fields__ and key not in TUNABLE:
+            raise UserError(
+                f"--grid={item}: {key} is not a tuning choice (it is how a run runs); a grid varies the optimizer "
+                f"and schedule ({', '.join(sorted(TUNABLE))}) or the model's fields"
+            )
         if key in axes or any(x.startswith(f"--{key}=") for x in extra):
             raise UserError(f"--grid={item}: {key} is given twice (in another --grid or as --{key}=...)")
         vals = [v.strip() for v in values.split(",") if v.strip()]

@@ -702,6 +702,27 @@ def run(argv):
     run_dir.unlock()
 
 
+def write_config(trainer: Trainer, resolved: dict) -> None:
+    """config.json: every setting, and the machines the run has trained on (RunDir.machines)."""
+    machine = {"step": trainer.start, "threads": torch.get_num_threads(), "device": str(trainer.d.device)}
+    machine |= {"dtype": dtype_name(trainer.dtype), "torch": torch.__version__}
+    trainer.run.write_config({**resolved, "machine": trainer.run.machines(machine)})
+
+
+def restore_finished(trainer: Trainer, resolved: dict, path) -> None:
+    """A run at max_iters whose evaluation at that step is missing from metrics.jsonl, or whose config.json
+    is gone: the evaluation recomputed from the checkpoint (the weights it was made on) and recorded, the
+    config written again, so that a sweep waiting for them can finish. Nothing is trained."""
+    step = trainer.start
+    if not trainer.run.evaluated(step):
+        rec = trainer.evaluation(step)
+        trainer.record({"step": step, **rec, "tokens": step * trainer.tokens_per_step})
+        trainer.say(f"step {step}: {evaluation_line(rec)} (the evaluation of {path}, which metrics.jsonl lacked)")
+    if trainer.d.master and not trainer.run.config_path.is_file():
+        write_config(trainer, resolved)
+        trainer.say(f"{trainer.run.config_path} written again")
+
+
 def changed_settings(resolved: dict) -> str:
     """The settings that differ from the defaults, as key=value."""
     defaults = {**asdict(TrainConfig()), **GPTConfig().to_dict()}
@@ -715,12 +736,15 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
     model, ckpt, origin = start.build_model(cfg, model_cfg, mode, path)
     start.check_model(model, cfg, model_cfg, data, origin)
     resolved = {**asdict(cfg), **model.config.to_dict()}
-    if ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only:
+    finished = ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only
+    if finished and run_dir.evaluated(ckpt["iter_num"]) and run_dir.config_path.is_file():
         if d.master:
             print(f"{path} is at step {ckpt['iter_num']}, max_iters={cfg.max_iters}: nothing to train")
         return
-    wandb = Wandb(cfg.wandb_log and d.master and not cfg.eval_only)
+    wandb = Wandb(cfg.wandb_log and d.master and not cfg.eval_only and not finished)
     trainer = Trainer(cfg, model_cfg, d, data, model, ckpt, origin, run_dir, wandb)
+    if finished:  # its last evaluation or config.json was lost (a kill, a copy): restored, nothing trained
+        return restore_finished(trainer, resolved, path)
     if cfg.eval_only:
         trainer.say(
             f"step {trainer.start}: {evaluation_line(trainer.evaluation(trainer.start))} (eval_only: nothing written)"
@@ -745,9 +769,7 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
         if leftovers:  # a restart's files, or damaged checkpoints a resume's saves would overwrite
             aside = run_dir.set_aside(leftovers, config=ckpt is None)
             print(f"set aside in {aside}: {', '.join(p.name for p in leftovers)}")
-        machine = {"step": trainer.start, "threads": torch.get_num_threads(), "device": str(d.device)}
-        machine |= {"dtype": dtype_name(trainer.dtype), "torch": torch.__version__}
-        run_dir.write_config({**resolved, "machine": run_dir.machines(machine)})
+        write_config(trainer, resolved)
         run_dir.trim_metrics(trainer.start)
     try:
         trainer.fit()

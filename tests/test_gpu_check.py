@@ -38,10 +38,22 @@ def without_packages(tmp_path: Path, names) -> dict:
     return {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
 
 
+# The test sets every budget and limit it does not test: a busy machine must not skip or stop a step.
+UNHURRIED = ["--budget_s=1e9", "--limit_s=1e9", "--step_slack_s=1e9"]
+
+
 def check(tmp_path, *options, env=None):
     out = tmp_path / "report.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "gpu_check.py"), "--preset=tiny", "--device=cpu", f"--out={out}", *options],
+        [
+            sys.executable,
+            str(ROOT / "gpu_check.py"),
+            "--preset=tiny",
+            "--device=cpu",
+            f"--out={out}",
+            *UNHURRIED,
+            *options,
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -185,3 +197,17 @@ def test_bad_options_get_one_line(tmp_path, options, message):
     )
     assert done.returncode == 1 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "gpu_check.json").exists()
+
+
+def test_a_steps_limit_counts_the_time_already_spent(tmp_path):
+    """--limit_s bounds the whole run: a step that starts 90 s into a run limited to 100 s is stopped at 10 s,
+    not at its own three times its estimate plus slack (33 s). The clock is shifted, not waited for."""
+    writes = (
+        "import json, sys; open(sys.argv[-1].split('=', 1)[1], 'w').write(json.dumps({'result': 1, 'problems': []}))"
+    )
+    runner = gpu_check.Runner({"steps": {}}, tmp_path / "report.json", budget_s=1e6, limit_s=100)
+    runner.start -= 90
+    record = runner.run(
+        gpu_check.Step("quick", "a quick step", [sys.executable, "-c", writes], estimate_s=1, limit_s=33)
+    )
+    assert record["status"] == "ok" and 8 < record["limit_s"] <= 10

@@ -134,6 +134,19 @@ def test_generation_continues_from_its_cache(exported):
     assert torch.equal(more, six)
 
 
+@pytest.mark.parametrize("shape", ["linear", "rotary_gqa_parallel_untied_bias"])
+def test_a_forward_on_the_cache_continues_the_positions(exported, shape):
+    """Without a mask or positions, tokens fed after a cache of P tokens take positions P, P + 1, ...: their
+    logits equal those of the whole sequence at once (learned positions and rotary angles alike)."""
+    _, hf = exported(shape)
+    ids = torch.tensor([PROMPTS[0]])
+    with torch.no_grad():
+        whole = hf(ids).logits
+        first = hf(ids[:, :5], use_cache=True)
+        rest = hf(ids[:, 5:], past_key_values=first[hf_export_cache_field(first)]).logits
+    torch.testing.assert_close(rest, whole[:, 5:], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("how", ["beam", "assisted", "sample"])
 def test_beam_search_assisted_decoding_and_sampling_on_a_padded_batch(exported, how):
     """Mirrors test_beam_search_generate, test_assisted_decoding_matches_greedy_search and
@@ -368,6 +381,11 @@ def test_what_the_model_cannot_honour_is_refused(exported):
         (dict(attention_mask=mask[:, 1:]), ValueError, "2-D mask"),
         (dict(position_ids=torch.full_like(ids, 64)), ValueError, "past block_size=64"),
         (dict(attention_maks=mask), TypeError, "attention_maks"),
+        (dict(attention_mask=mask * 0.5), ValueError, "values other than 0 and 1 .0, 0.5"),
+        (dict(attention_mask=(1 - mask.float()) * -torch.inf), ValueError, "not an additive mask"),
+        (dict(attention_mask=mask * 2), ValueError, "values other than 0 and 1"),
+        (dict(position_ids=torch.arange(ids.size(1)).float()[None]), ValueError, "give integer positions"),
+        (dict(position_ids=torch.arange(ids.size(1))[None] - 1), ValueError, "holds -1: positions count from 0"),
         (
             dict(past_key_values=transformers.StaticCache(config=hf.config, max_cache_len=64)),
             ValueError,

@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from model import GPT, QUERY_MODES, GPTConfig, KVCache
+from nlq.common.errors import ConfigError
 from nlq.run.cpu_linear import Linear
 
 TINY = dict(block_size=32, vocab_size=67, n_layer=2, n_head=4, n_embd=32)
@@ -656,3 +657,21 @@ def test_an_option_the_model_lacks_is_refused_not_dropped(tmp_path, model_type, 
     hf.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=f"does not describe a model here.*{re.escape(words)}"):
         GPT.from_pretrained(str(tmp_path))
+
+
+def test_a_config_json_that_no_memory_holds_is_refused_at_once(tmp_path):
+    """A GPT-2 config.json of 200,000 layers (a few parameters each, but minutes to build: beyond the
+    domain's 1024 layers), and a NeoX one whose context of 10^12 tokens holds 4 TB of rotary angles beside
+    small weights: one line each, before anything is built or read."""
+    deep, wide = tmp_path / "deep", tmp_path / "long"
+    gpt2 = {"model_type": "gpt2", "n_layer": 200_000, "n_embd": 16, "n_head": 2, "n_positions": 64, "vocab_size": 100}
+    neox = {"model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2}
+    neox |= {"intermediate_size": 256, "max_position_embeddings": 10**12, "vocab_size": 1000}
+    for d, c in ((deep, gpt2), (wide, neox)):
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(c))
+        (d / "model.safetensors").write_bytes(b"not read")
+    with pytest.raises(ValueError, match="n_layer=200000 is invalid: it must be <= 1024"):
+        GPT.from_pretrained(str(deep))
+    with pytest.raises(ConfigError, match=r"need [\d,.]+ GiB, more than the [\d,.]+ GiB free on cpu"):
+        GPT.from_pretrained(str(wide))

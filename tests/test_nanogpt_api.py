@@ -123,3 +123,18 @@ def test_estimate_mfu_is_nanogpts_formula_against_the_given_peak():
     N = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "wpe" not in n)
     per_token = 6 * N + 12 * L * H * Q * T
     assert model.estimate_mfu(8, 0.5, peak_flops=1e9) == pytest.approx(per_token * T * 8 / 0.5 / 1e9)
+
+
+def test_crop_block_size_and_generate_refuse_what_they_cannot_do():
+    """crop_block_size(True) would crop to 1 (True == 1) and a tensor would be compared element-wise;
+    generate with a negative temperature would sample from inverted logits."""
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, vocab_size=32))
+    for bad in (True, torch.tensor(8), 8.0):
+        with pytest.raises(TypeError, match="give an int"):
+            model.crop_block_size(bad)
+    assert model.config.block_size == 16
+    x = torch.zeros(1, 3, dtype=torch.long)
+    for kw, words in ((dict(temperature=-0.5), "temperature=-0.5"), (dict(temperature=float("nan")), "temperature=nan"),
+                      (dict(top_k=0), "top_k=0"), (dict(top_k=True), "top_k=True")):  # fmt: skip
+        with pytest.raises(ValueError, match=words):
+            model.generate(x, 2, **kw)

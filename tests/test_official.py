@@ -539,13 +539,18 @@ def test_its_own_index_files_beside_the_bins_are_used_and_checked(char_data, tmp
     shutil.copytree(char_data, data)
     n_train = len(np.memmap(data / "train.bin", dtype=np.uint16))
     rows = torch.randint(n_train - 1024, (6, 480), generator=torch.Generator().manual_seed(42)).numpy()
-    rows[5] = np.arange(480)  # a row the replay would not draw: proves the file is what is read
     # Its shape, (600000, 480) int64, as a sparse file: only the rows written take disk space.
     table = np.lib.format.open_memmap(data / "train_indices.npy", mode="w+", dtype=np.int64, shape=(600_000, 480))
     table[:6] = rows
     table.flush()
-    batches = train.open_data(TrainConfig(dataset=str(data), sampling="official", batch_size=12), 8).batches
-    assert np.array_equal(batches.offsets(5), np.arange(480)) and np.array_equal(batches.offsets(4), rows[4])
+    cfg = dict(dataset=str(data), sampling="official", batch_size=12)
+    batches = train.open_data(TrainConfig(**cfg, max_iters=6), 8).batches
+    assert np.array_equal(batches.offsets(5), rows[5]) and np.array_equal(batches.offsets(4), rows[4])
+    table[5, 100] = (table[5, 100] + 1) % (n_train - 1024)  # one offset of row 5 changed, still in range
+    table.flush()
+    with pytest.raises(UserError, match="row 5 differs from the official draw for these bins"):
+        train.open_data(TrainConfig(**cfg, max_iters=6), 8)
+    assert train.open_data(TrainConfig(**cfg, max_iters=5), 8)  # a run of 5 steps never reads row 5
     table[0] += 1  # drawn over other token counts
     table.flush()
     del table
@@ -553,6 +558,8 @@ def test_its_own_index_files_beside_the_bins_are_used_and_checked(char_data, tmp
     assert "train_indices.npy is not the official index array for these bins" in error_of(args)
     (data / "train_indices.npy").write_bytes(b"\x93NUMPY junk")
     assert "is not a readable .npy array" in error_of(args)
+    (data / "train_indices.npy").write_bytes(b"")
+    assert "is not a readable .npy array" in error_of(args) and "an empty or truncated .npy file" in error_of(args)
 
 
 def test_a_prefix_of_its_index_file_serves_the_steps_it_covers_and_every_offset_is_checked(char_data, tmp_path):
@@ -640,3 +647,20 @@ def test_an_official_index_file_holds_at_most_its_full_count_of_rows(tmp_path):
         else:
             with pytest.raises(UserError, match="is not the official index array for these bins"):
                 official_table(tmp_path / "t.npy", (5, 3), lambda: first, high=10)
+
+
+def test_an_official_checkpoint_with_weights_of_another_shape_is_one_line(char_data, tmp_path):
+    """Its model_args say one shape, a weight has another (a damaged or edited file): train.py starting
+    from it, and continuing it, end in one line naming the file, not a size-mismatch traceback."""
+    a = official_args(mode="original", vocab=96)
+    write_official(tmp_path / "official.pt", a)
+    ckpt = torch.load(tmp_path / "official.pt", weights_only=True)
+    ckpt["model"]["transformer.h.0.mlp.c_fc.weight"] = torch.zeros(7, 32)
+    torch.save(ckpt, tmp_path / "official.pt")
+    args = tiny_args(char_data, tmp_path / "run", vocab_size=96, block_size=64)
+    message = error_of([*args, f"--init_from={tmp_path / 'official.pt'}"])
+    assert "official.pt's weights do not fit its own model_args" in message and "size mismatch" in message
+    message = error_of([*args, f"--init_from={tmp_path / 'official.pt'}", "--init_continue=True"])
+    assert (
+        "official.pt is an official checkpoint" in message and "size mismatch for transformer.h.0.mlp.c_fc" in message
+    )

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import error_of
+from helpers import error_of, tiny_args
 
 import compare
 import sweep
+import train
 from nlq.comparison import tuning
 from nlq.comparison.stats import holm
 
@@ -169,6 +170,15 @@ def arms(tmp_path, data):
         (["--executor=submitit_local", "--slurm_partition=gpu"], "is an option of --executor=slurm"),
         (["--executor=slurm", "--gpus=0,1"], "the scheduler places jobs"),
         (["--executor=slurm", "--slurm_gpus=1", "--slurm_time=0"], "--slurm_time=0: give a number >= 1"),
+        (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--tune_iters=0"], "--tune_iters=0: give stage 1's number"),
+        (["--grid=device=cpu,cuda", "--tune_seeds=9"], "device is not a tuning choice"),
+        (["--grid=eval_only=True,False", "--tune_seeds=9"], "eval_only is not a tuning choice"),
+        (["--grid=dry_run=0,1", "--tune_seeds=9"], "dry_run is not a tuning choice"),
+        (["--grid=eval_part=first,second", "--tune_seeds=9"], "eval_part cannot be a grid key: the sweep sets it"),
+        (["--grid=lr_decay_iters=4,8", "--tune_seeds=9", "--tune_iters=4"], "drop one of them"),
+        (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--json=/proc/r.json"], "does not take new files"),
+        (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--png=/no/such/dir/f.png"], "does not exist"),
+        (["--md=/tmp"], "is a directory"),
     ],
 )
 def test_bad_grids_and_executor_options_are_one_line_and_start_nothing(char_data, tmp_path, options, words):
@@ -302,3 +312,46 @@ def test_compare_tunes_over_two_grid_keys_given_as_a_list(tmp_path):
     for arm, (lr, wd) in best.items():
         assert arms[arm]["chosen"] == {"learning_rate": lr, "weight_decay": wd}
     assert arms["nlq"]["val_loss_mean"] == pytest.approx(2.98 + 0.055)
+
+
+def test_compare_tune_refuses_two_sweeps_or_a_copy_and_warns_of_a_key_not_varied():
+    runs = two_stage_runs()
+    other = fake("base", "report", 7, 1e-3, 3.0)
+    other.config["wandb_group"] = "S/report"  # another sweep's run
+    with pytest.raises(tuning.TuningError, match="the runs come from 2 sweeps"):
+        tuning.report(runs + [other], ["learning_rate"], "base")
+    copy = fake("nlq", "report", 5, 3e-3, 2.94)
+    copy.name = "elsewhere/nlq-report-0.003-s5"
+    with pytest.raises(tuning.TuningError, match="are the same run .arm nlq, stage report, seed 5"):
+        tuning.report(runs + [copy], ["learning_rate"], "base")
+    for r in runs:
+        r.config["weight_decay"] = 0.1
+    lines = tuning.markdown(tuning.report(runs, ["learning_rate", "weight_decay"], "base"))
+    assert "warning: no run varies weight_decay (every run has weight_decay=0.1): nothing was tuned over it" in lines
+
+
+def test_an_arm_whose_every_grid_point_diverged_stops_the_comparison_with_what_to_try():
+    runs = [r for r in two_stage_runs() if not (r.arm == "nlq" and tuning.stage_of(r) == "tune")]
+    runs += [fake("nlq", "tune", 1, lr, None) for lr in (1e-3, 3e-3)]
+    with pytest.raises(tuning.TuningError, match="every grid point of nlq diverged .* add smaller learning rates"):
+        tuning.report(runs, ["learning_rate"], "base")
+
+
+def test_a_finished_run_that_lost_its_last_evaluation_or_config_is_restored_by_a_rerun(char_data, tmp_path):
+    """A kill between the last checkpoint and its record, or a copy that missed config.json: the run's sweep
+    status is unfinished, and the rerun (init_from=auto) restores both without training a step."""
+    run = tmp_path / "r"
+    args = tiny_args(char_data, run, init_from="auto")
+    train.main(args)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(x) for x in lines]
+    final = [r for r in records if r.get("step") == 8 and "val_loss" in r][-1]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r != final))
+    (run / "config.json").unlink()
+    assert sweep.Run("a", 1, "c.py", run, 8).status() == "unfinished"
+    train.main(args)
+    restored = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r for r in restored if r.get("step") == 8 and "val_loss" in r] == [final]  # recomputed: the same
+    assert len(restored) == len(records)  # nothing trained again: no step's record added
+    assert json.loads((run / "config.json").read_text())["max_iters"] == 8
+    assert sweep.Run("a", 1, "c.py", run, 8).status() == "finished"

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -127,6 +128,19 @@ def check_writable(option: str, path) -> None:
         problem = "its directory does not exist or is not writable"
     elif path.exists() and not os.access(path, os.W_OK):
         problem = "exists and is not writable"
+    elif not creates_files(parent):  # permissions can say yes where the filesystem says no (/proc, as root)
+        problem = "its directory does not take new files"
     else:
         return
     raise WriteError(f"{option} {path}: {problem}; choose another path")
+
+
+def creates_files(directory: Path) -> bool:
+    """Whether a file can be made in directory: one is, and removed (what an atomic write will do)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".write-check-", dir=directory)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True

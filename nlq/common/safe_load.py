@@ -105,7 +105,11 @@ def torch_load(path, **kwargs):
 
 
 def numpy_array(path):
-    """A .npy array memory-mapped, its object arrays (the pickled kind) refused."""
+    """A .npy array memory-mapped, its object arrays (the pickled kind) refused; an empty or truncated file is
+    a ValueError, as any other unreadable one."""
     import numpy as np
 
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except EOFError:  # numpy's word for a file shorter than its header
+        raise ValueError(f"{path} ends before its header does (an empty or truncated .npy file)") from None

@@ -66,9 +66,40 @@ def choose(tune_runs, keys, metric: Metric = LOSS) -> dict:
             | {"diverged": sum(not math.isfinite(x) for x in values)}
             for p, values in sorted(points.items(), key=lambda kv: [sort_key(v) for v in kv[0]])
         ]
+        if all(row["diverged"] == len(row["values"]) for row in rows):
+            raise TuningError(
+                f"every grid point of {arm} diverged or did not finish in stage 1 ({len(rows)} points): nothing to "
+                "choose; add smaller learning rates to the grid (or check its runs' train.log), then run again"
+            )
         best = metric.best(rows, lambda row: row[mean])
         out[arm] = {"chosen": best["point"], "points": rows}
     return out
+
+
+def check_one_sweep(runs, keys) -> list[str]:
+    """The runs are one two-stage comparison: one sweep's (one wandb_group name), each (arm, stage, seed,
+    point) once (a copy of a sweep's directory read with it doubles every run); warnings for a grid key the
+    runs do not vary."""
+    sweeps = {}
+    for r in runs:
+        sweeps.setdefault((r.config.get("wandb_group") or "").rsplit("/", 1)[0], r.name)
+    if len(sweeps) > 1:
+        named = "; ".join(f"{g or '(none)'}: e.g. {name}" for g, name in sweeps.items())
+        raise TuningError(f"the runs come from {len(sweeps)} sweeps ({named}): compare one sweep's runs at a time")
+    seen = {}
+    for r in runs:
+        ident = (r.arm, stage_of(r), r.seed, point_of(r, keys))
+        if ident in seen:
+            raise TuningError(
+                f"{seen[ident]} and {r.name} are the same run (arm {r.arm}, stage {ident[1]}, seed {r.seed}, "
+                f"{dict(zip(keys, ident[3]))}): a copy of a sweep's directory? give each run once"
+            )
+        seen[ident] = r.name
+    return [
+        f"warning: no run varies {key} (every run has {key}={runs[0].config.get(key)}): nothing was tuned over it"
+        for i, key in enumerate(keys)
+        if len({point_of(r, keys)[i] for r in runs}) < 2
+    ]
 
 
 def sort_key(value):
@@ -116,11 +147,13 @@ def report(runs, keys, baseline: str, metric: Metric = LOSS) -> dict:
             f"{len(tune)} stage-1 (tune) and {len(fresh)} stage-2 (report) runs: a two-stage comparison needs both "
             "(their wandb_group ends in /tune or /report, as sweep.py --grid sets it)"
         )
+    warnings = check_one_sweep(runs, keys)
     choice, arms = choose(tune, keys, metric), by_arm(fresh)
     tune_seeds = sorted({r.seed for r in tune})
     check_stage2(choice, arms, keys, tune_seeds, baseline, metric)
     step = min(r.config["max_iters"] for r in fresh)
     out = {"baseline": baseline, "metric": metric.key, "keys": list(keys), "step": step, "tune_seeds": tune_seeds}
+    out["warnings"] = warnings
     out["seeds"], out["arms"] = sorted({r.seed for r in fresh}), {}
     tune_arms = by_arm(tune)
     for arm, rs in sorted(arms.items()):
@@ -238,7 +271,7 @@ def markdown(result: dict) -> list[str]:
         ]
     if all(len(r["stage1"]) == 1 for r in result["arms"].values()):
         lines += ["note: the grid has one point: nothing was tuned"]
-    return lines
+    return lines + result.get("warnings", [])
 
 
 def loss_span(curves: dict, metric: Metric = LOSS) -> tuple | None:

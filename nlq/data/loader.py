@@ -96,7 +96,25 @@ def official_train_table(data_dir, n_tokens: int, steps: int) -> np.ndarray | No
             f"{path} holds the first {len(table):,} rows of the official indices, the run needs {steps:,} "
             "(max_iters): lower max_iters, or remove it (the order is replayed)"
         )
+    if table is not None:
+        check_replayed(table, n_tokens, steps, path)
     return table
+
+
+def check_replayed(table: np.ndarray, n_tokens: int, steps: int, path) -> None:
+    """Every row of the table a run of `steps` steps reads equals the official draw for these bins (the
+    replay, 4096 rows at a time: about a second per 60k steps); the first that does not is named."""
+    gen, high = torch.Generator().manual_seed(OFFICIAL_SEED), n_tokens - OFFICIAL_WINDOW
+    for start in range(0, steps, 4096):
+        n = min(4096, steps - start)
+        replay = torch.randint(high, (n, OFFICIAL_ROWS), generator=gen).numpy()
+        bad = np.flatnonzero((np.asarray(table[start : start + n]) != replay).any(axis=1))
+        if bad.size:
+            row = start + int(bad[0])
+            raise DataError(
+                f"{path}: row {row} differs from the official draw for these bins (step {row} would read other "
+                "windows): the file is damaged or edited; remove it (the order is replayed)"
+            )
 
 
 def official_eval_offsets(n_train: int, n_val: int, data_dir=None) -> tuple[np.ndarray, np.ndarray]:

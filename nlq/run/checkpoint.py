@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from model import GPT, GPTConfig, clean_state_dict, parameter_count
+from model import GPT, GPTConfig, buffer_count, clean_state_dict, parameter_count
 from nlq.common.atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
 from nlq.common.errors import ConfigError, UserError
 from nlq.common.safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
@@ -134,14 +134,23 @@ def check_files(directory: Path, ckpt: dict, verify: bool = False) -> None:
 
 
 def _mismatch(path, e: Exception, ckpt: dict) -> CheckpointError:
+    cause = first_cause(e)
     if ckpt.get("origin") == "official":
         return CheckpointError(
             f"{path} is an official checkpoint of arXiv 2603.13381 that this project cannot build "
-            f"({str(e).splitlines()[0]}): its model_args or weights are damaged or of another model"
+            f"({cause}): its model_args or weights are damaged or of another model"
         )
     return CheckpointError(
-        f"{path} does not match this version's model ({str(e).splitlines()[0]}): "
-        "use the version of this project that wrote it"
+        f"{path} does not match this version's model ({cause}): use the version of this project that wrote it"
+    )
+
+
+def first_cause(e: Exception) -> str:
+    """An error's telling line: torch's 'size mismatch for NAME: ...' where there is one (its first line only
+    says 'Error(s) in loading state_dict'), else the first."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+    return next(
+        (line for line in lines if line.startswith(("size mismatch", "Missing key", "Unexpected key"))), lines[0]
     )
 
 
@@ -156,7 +165,7 @@ def model_config(ckpt: dict, path, **overrides):
 def model_from(ckpt: dict, path, **overrides):
     """The GPT a checkpoint describes, with its weights (read from the shards, whole, if sharded)."""
     config = model_config(ckpt, path, **overrides)
-    check_fits(parameter_count(config), 4, "cpu", "float32 weights")
+    check_fits(parameter_count(config) + buffer_count(config), 4, "cpu", "float32 weights")
     model = GPT(config)
     restore_weights(model, ckpt, path)
     return model

@@ -112,6 +112,14 @@ class RunDir:
             (self.path / LOCK).unlink()
             self.path.rmdir()
 
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG
+
+    def evaluated(self, step: int) -> bool:
+        """Whether metrics.jsonl holds the evaluation of step."""
+        return self.metrics.exists() and any(r["step"] == step and "val_loss" in r for r in read_metrics(self.metrics))
+
     def write_config(self, resolved: dict) -> None:
         atomic_write_json(self.path / CONFIG, resolved)
 

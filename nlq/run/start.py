@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 import torch
 
-from model import GPT, PROBE_FIELDS, GPTConfig, clean_state_dict, parameter_count
+from model import GPT, PROBE_FIELDS, GPTConfig, buffer_count, clean_state_dict, parameter_count
 from nlq.common.errors import ConfigError
 from nlq.interop import importers
 from nlq.paper import official
@@ -150,7 +150,13 @@ def from_file(cfg, model_cfg: GPTConfig, path: str):
     model = GPT(config)
     if cfg.init_continue:
         return model, {**ckpt, "path": str(path)}, str(path)
-    result = model.load_state_dict(clean_state_dict(ckpt["model"]), strict=False)
+    try:
+        result = model.load_state_dict(clean_state_dict(ckpt["model"]), strict=False)
+    except RuntimeError as e:  # a weight of another shape than model_args describe
+        raise ConfigError(
+            f"{path}'s weights do not fit its own model_args ({checkpoint.first_cause(e)}): the file is damaged or "
+            "was written for another model; start from another checkpoint"
+        ) from None
     missing = [k for k in result.missing_keys if not GPT.is_added(k)]
     if missing or result.unexpected_keys:
         raise ConfigError(f"{path} does not fit its own model_args: {(missing + result.unexpected_keys)[:3]}")
@@ -161,7 +167,7 @@ def check_memory(cfg, model_cfg: GPTConfig) -> None:
     """Before the model is built: its float32 weights fit the host (they are made there), and its weights,
     gradients and AdamW state fit the training device (a GPU holds its FSDP shard only)."""
     n = parameter_count(model_cfg)
-    check_fits(n, 4, "cpu", "float32 weights")
+    check_fits(n + buffer_count(model_cfg), 4, "cpu", "float32 weights")
     device = resolve_device(cfg.device)
     shards = int(os.environ.get("WORLD_SIZE", 1)) if cfg.parallelism == "fsdp" and device != "cpu" else 1
     check_fits(n, 4 * getattr(torch, cfg.param_dtype).itemsize / shards, device, "weights, gradients and AdamW state")

@@ -215,6 +215,25 @@ class NLQForCausalLM(PreTrainedModel, GenerationMixin):
         return position_ids
 
     @staticmethod
+    def check_inputs(attention_mask, position_ids) -> None:
+        """Refuse what this model would compute wrongly rather than read it as something else: a mask of other
+        values than 1 (a token) and 0 (padding), such as an additive mask of 0 and -inf or soft weights, and
+        positions that are not integers from 0 up."""
+        if attention_mask is not None and attention_mask.numel():
+            values = attention_mask.unique()
+            if not bool(((values == 0) | (values == 1)).all()):
+                shown = ", ".join(f"{v:g}" for v in values[:4].float().tolist())
+                raise ValueError(
+                    f"attention_mask holds values other than 0 and 1 ({shown}...): this model takes a 2-D mask of "
+                    "1 for a token and 0 for padding (not an additive mask of 0 and -inf, nor weights)"
+                )
+        if position_ids is not None and position_ids.numel():
+            if position_ids.is_floating_point() or position_ids.is_complex() or position_ids.dtype == torch.bool:
+                raise ValueError(f"position_ids are {position_ids.dtype}: give integer positions (torch.long)")
+            if int(position_ids.min()) < 0:
+                raise ValueError(f"position_ids holds {int(position_ids.min())}: positions count from 0")
+
+    @staticmethod
     def attention_mask_4d(attention_mask, position_ids, B, T, past, device, eager):
         """(B or 1, 1, T, past + T) bool, True where a query sees a key: the keys at or before its own position
         that are not padding and, where position_ids restart within a row and no mask is given (sequences packed
@@ -263,6 +282,7 @@ class NLQForCausalLM(PreTrainedModel, GenerationMixin):
         cache = self.cache_argument(kwargs)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
+        self.check_inputs(attention_mask, position_ids)
         x = self.transformer.wte(input_ids) if inputs_embeds is None else inputs_embeds
         B, T = x.shape[:2]
         cfg = self.config
