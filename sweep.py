@@ -350,6 +350,7 @@ def run(argv):
         raise UserError(f"--tune_iters={args.tune_iters}: give stage 1's number of steps, at least 1")
     check_outputs(args)
     check_executor(args)
+    check_metric(args, extra)
     seeds = seed_list("--seeds", args.seeds)
     if args.grid or args.tune_seeds or args.tune_iters or args.json:
         return two_stage(args, extra, seeds)
@@ -370,6 +371,23 @@ def run(argv):
             f"{len(runs) - len(finished)} of {len(runs)} runs did not finish ({len(failures)} failed, above): fix "
             "them, then run the same command again"
         )
+
+
+def check_metric(args, extra) -> None:
+    """An accuracy is measured on datasets of examples (data/synthetic_tasks/prepare.py): a sweep of text runs
+    asked for one is refused before any run starts."""
+    if args.metric == "val_loss":
+        return
+    from nlq.data.examples import is_examples
+
+    for config in args.arms:
+        cfg, _ = parse([config, *extra], TrainConfig, GPTConfig)
+        path = cfg.dataset if os.path.isdir(cfg.dataset) else os.path.join("data", cfg.dataset)
+        if not is_examples(path):
+            raise UserError(
+                f"--metric={args.metric}: {config} trains on {path}, a token dataset; accuracy is measured on datasets "
+                "of examples (data/synthetic_tasks/prepare.py): use --metric=val_loss"
+            )
 
 
 def check_outputs(args) -> None:

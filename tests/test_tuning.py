@@ -179,6 +179,7 @@ def arms(tmp_path, data):
         (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--json=/proc/r.json"], "does not take new files"),
         (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--png=/no/such/dir/f.png"], "does not exist"),
         (["--md=/tmp"], "is a directory"),
+        (["--grid=learning_rate=1e-3", "--tune_seeds=9", "--metric=val_acc"], "a token dataset; accuracy is measured"),
     ],
 )
 def test_bad_grids_and_executor_options_are_one_line_and_start_nothing(char_data, tmp_path, options, words):
