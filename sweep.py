@@ -391,15 +391,20 @@ def check_metric(args, extra) -> None:
 
 
 def check_outputs(args) -> None:
-    """The figure, table and JSON paths can be written, before any run starts."""
+    """The figure, table and JSON paths can be written, before any run starts (one inside OUT_ROOT, which the
+    sweep makes, once OUT_ROOT can be made)."""
     from nlq.common.atomic import check_writable
     from nlq.common.figures import check_figure_path
 
-    if args.png:
-        check_figure_path("--png", args.png)
-    for option, path in (("--md", args.md), ("--json", args.json)):
-        if path:
-            check_writable(option, path)
+    root = Path(args.out_root).resolve()
+    for option, path, check in (("--png", args.png, check_figure_path), ("--md", args.md, check_writable),
+                                ("--json", args.json, check_writable)):  # fmt: skip
+        if not path:
+            continue
+        if not root.exists() and root in Path(path).resolve().parents:
+            check_out_root(Path(args.out_root))
+            continue
+        check(option, path)
 
 
 def check_executor(args) -> None:

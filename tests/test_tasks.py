@@ -346,3 +346,12 @@ def test_accuracy_of_a_text_dataset_is_one_line(char_data, tmp_path):
     train.main(tiny_args(char_data, tmp_path / "text"))
     message = error_of([str(tmp_path / "text"), "--metric=val_acc", "--png="], compare.main)
     assert "records no val_acc" in message and "--metric=val_loss" in message
+
+
+def test_points_tied_on_accuracy_are_told_apart_by_their_loss():
+    """Three learning rates at 100 %: the one of lowest final validation loss is chosen, not the first."""
+    runs = [run_of("base", lr, 1, 1.0) for lr in (1e-3, 2e-3, 4e-3)]
+    for r, loss in zip(runs, (0.30, 0.10, 0.20)):
+        r.evals[10]["val_loss"] = loss
+    choice = tuning.choose(runs, ["learning_rate"], METRICS["val_acc"])["base"]
+    assert choice["chosen"] == {"learning_rate": 2e-3}

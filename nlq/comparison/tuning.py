@@ -54,16 +54,21 @@ def final_value(run, metric: Metric = LOSS) -> float:
 
 
 def choose(tune_runs, keys, metric: Metric = LOSS) -> dict:
-    """{arm: {"chosen": {key: value}, "points": [{"point", "values", "<metric>_mean", "diverged"}]}}: each
-    arm's grid point of best mean final value over its tune seeds (the first such in sorted grid order)."""
+    """{arm: {"chosen": {key: value}, "points": [{"point", "values", "<metric>_mean", "diverged", ...}]}}: each
+    arm's grid point of best mean final value over its tune seeds. An accuracy ties often (several points
+    at 100 %): among tied points the lower mean final validation loss decides, then the first in sorted
+    grid order."""
     out, mean = {}, f"{metric.key}_mean"
+    tie = (lambda row: -row["val_loss_mean"]) if metric is not LOSS else (lambda row: 0)  # noqa: E731
     for arm, runs in sorted(by_arm(tune_runs).items()):
-        points = {}
+        points, losses = {}, {}
         for r in runs:
             points.setdefault(point_of(r, keys), []).append(final_value(r, metric))
+            losses.setdefault(point_of(r, keys), []).append(final_value(r, LOSS))
         rows = [
             {"point": dict(zip(keys, p)), "values": values, mean: statistics.mean(values)}
             | {"diverged": sum(not math.isfinite(x) for x in values)}
+            | ({} if metric is LOSS else {"val_loss_mean": statistics.mean(losses[p])})
             for p, values in sorted(points.items(), key=lambda kv: [sort_key(v) for v in kv[0]])
         ]
         if all(row["diverged"] == len(row["values"]) for row in rows):
@@ -71,7 +76,7 @@ def choose(tune_runs, keys, metric: Metric = LOSS) -> dict:
                 f"every grid point of {arm} diverged or did not finish in stage 1 ({len(rows)} points): nothing to "
                 "choose; add smaller learning rates to the grid (or check its runs' train.log), then run again"
             )
-        best = metric.best(rows, lambda row: row[mean])
+        best = metric.best(rows, lambda row: (row[mean], tie(row)))
         out[arm] = {"chosen": best["point"], "points": rows}
     return out
 
@@ -199,8 +204,8 @@ def margin(choice: dict, fresh_values: list, metric: Metric) -> dict | None:
 def finite(row: dict, metric: Metric = LOSS) -> dict:
     """A stage-1 row with None for a value that is not finite (JSON has no infinity)."""
     number = lambda x: x if math.isfinite(x) else None  # noqa: E731
-    mean = f"{metric.key}_mean"
-    return {**row, "values": [number(x) for x in row["values"]], mean: number(row[mean])}
+    means = {key: number(row[key]) for key in (f"{metric.key}_mean", "val_loss_mean") if key in row}
+    return {**row, "values": [number(x) for x in row["values"]], **means}
 
 
 def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str, metric: Metric = LOSS) -> None:
@@ -260,8 +265,10 @@ def markdown(result: dict) -> list[str]:
         if m and m["within_noise"]:
             runner = ", ".join(f"{k}={v}" for k, v in m["runner_up"].items())
             lines.append(
-                f"note: {arm}: its choice was {m['margin']:.4g} ahead of {runner} in stage 1, within the spread of its "
-                f"stage-2 seeds ({m['noise']:.4g}): the two points are not told apart"
+                f"note: {arm}: its choice tied with {runner} in stage 1 (the lower validation loss decided)"
+                if m["margin"] == 0
+                else f"note: {arm}: its choice was {m['margin']:.4g} ahead of {runner} in stage 1, within the spread "
+                f"of its stage-2 seeds ({m['noise']:.4g}): the two points are not told apart"
             )
         lines += [
             f"note: {arm}: {row['diverged']} of {len(row['values'])} tune runs at {row['point']} did not finish "
