@@ -26,7 +26,7 @@ from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writab
 from nlq.common.errors import UserError, cli_main
 from nlq.common.figures import check_figure_path, save_figure
 from nlq.comparison import tuning
-from nlq.comparison.stats import LOSS, METRICS, Metric, by_seed, paired, versus_baseline
+from nlq.comparison.stats import LOSS, METRICS, Metric, by_seed, holm, paired, versus_baseline
 from nlq.paper import official
 from nlq.run.rundir import read_metrics
 
@@ -270,24 +270,26 @@ def table(runs, baseline: str, step: int | None, metric: Metric = LOSS):
     lines = [
         f"{metric.name} at step {step}; improvement over {baseline} ({'relative' if metric.relative else 'in points'}"
         f"; positive: {metric.better}), its 95 % interval and t-test p (paired by seed where both arms ran the "
-        "same seeds, else Welch)",
+        "same seeds, else Welch), and p adjusted for the arms compared (Holm)",
         "",
-        f"| arm | non-emb. params | {metric.column} | runs | vs baseline | 95 % interval | p | tokens seen |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| arm | non-emb. params | {metric.column} | runs | vs baseline | 95 % interval | p | p (Holm) "
+        "| tokens seen |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    versus = {a: versus_baseline(rs, arms[baseline], step, metric) for a, rs in arms.items() if a != baseline}
+    adjusted = holm({a: v[2] for a, v in versus.items()})
     order = sorted(arms.items(), key=lambda kv: statistics.mean(values[kv[0]]), reverse=not metric.higher_is_better)
     for arm, rs in order:
         vals = values[arm]
         mean = statistics.mean(vals)
         shown = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
-        gain, interval, p, kind = (
-            versus_baseline(rs, arms[baseline], step, metric) if arm != baseline else (0, None, None, "")
-        )
+        gain, interval, p, kind = versus.get(arm, (0, None, None, ""))
         ci = f"[{metric.gain(interval[0])}, {metric.gain(interval[1])}]" if interval else "—"
         n = rs[0].non_embedding_params()
+        holm_p = "—" if adjusted.get(arm) is None else f"{adjusted[arm]:.3g}"
         lines.append(
             f"| {arm} | {'—' if n is None else f'{n / 1e6:.2f}M'} | {shown} | {len(vals)} | {metric.gain(gain)} | {ci} "
-            f"| {'—' if p is None else f'{p:.3g} ({kind})'} | {rs[0].evals[step].get('tokens') or 0:,} |"
+            f"| {'—' if p is None else f'{p:.3g} ({kind})'} | {holm_p} | {rs[0].evals[step].get('tokens') or 0:,} |"
         )
     return lines + ["", fingerprint_report(runs)]
 

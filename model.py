@@ -70,7 +70,7 @@ def clean_state_dict(state: dict) -> dict:
 class GPTConfig:
     block_size: Annotated[int, At(1)] = 1024  # context length in tokens
     vocab_size: Annotated[int, At(1)] = 50304  # GPT-2's 50257 padded up to a multiple of 64 for speed
-    n_layer: Annotated[int, At(1, 1024)] = 12  # transformer blocks (at most 1024: building more takes minutes)
+    n_layer: Annotated[int, At(1, 4096)] = 12  # transformer blocks (at most 4096: more take minutes to build)
     n_head: Annotated[int, At(1)] = 12  # attention (query) heads per block
     n_embd: Annotated[int, At(1)] = 768  # model width d
     n_kv_head: Annotated[int | None, At(1)] = None  # None: one K/V head per query head; fewer: grouped-query attention

@@ -21,6 +21,15 @@ import train
 from model import GPT, QUERY_MODES, GPTConfig, LoRA
 from nlq.data.tokenizer import codec
 
+# An arm's config file for sweep tests: a 1-layer, 16-wide model, 8 steps of 2 rows ({data}: the dataset).
+ARM = """
+dataset = {data!r}
+n_layer, n_head, n_embd, block_size, vocab_size = 1, 2, 16, 16, 65
+batch_size, gradient_accumulation_steps = 2, 1
+max_iters, lr_decay_iters, eval_interval, eval_iters, warmup_iters = 8, 8, 4, 1, 2
+device, compile, cpu_peak_flops, dtype = "cpu", False, 1e13, "float32"
+"""
+
 
 def tiny_args(data_dir, out_dir, **overrides):
     """train.py options of a 2-layer, 32-wide character model: 8 steps of 4 x 4 rows, evaluated every 4."""

@@ -661,7 +661,7 @@ def test_an_option_the_model_lacks_is_refused_not_dropped(tmp_path, model_type, 
 
 def test_a_config_json_that_no_memory_holds_is_refused_at_once(tmp_path):
     """A GPT-2 config.json of 200,000 layers (a few parameters each, but minutes to build: beyond the
-    domain's 1024 layers), and a NeoX one whose context of 10^12 tokens holds 4 TB of rotary angles beside
+    domain's 4096 layers), and a NeoX one whose context of 10^12 tokens holds 4 TB of rotary angles beside
     small weights: one line each, before anything is built or read."""
     deep, wide = tmp_path / "deep", tmp_path / "long"
     gpt2 = {"model_type": "gpt2", "n_layer": 200_000, "n_embd": 16, "n_head": 2, "n_positions": 64, "vocab_size": 100}
@@ -671,7 +671,7 @@ def test_a_config_json_that_no_memory_holds_is_refused_at_once(tmp_path):
         d.mkdir()
         (d / "config.json").write_text(json.dumps(c))
         (d / "model.safetensors").write_bytes(b"not read")
-    with pytest.raises(ValueError, match="n_layer=200000 is invalid: it must be <= 1024"):
+    with pytest.raises(ValueError, match="n_layer=200000 is invalid: it must be <= 4096"):
         GPT.from_pretrained(str(deep))
     with pytest.raises(ConfigError, match=r"need [\d,.]+ GiB, more than the [\d,.]+ GiB free on cpu"):
         GPT.from_pretrained(str(wide))

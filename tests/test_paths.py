@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from helpers import ARM
 
 import compare
 import sweep
@@ -50,15 +51,6 @@ def test_tune_iters_scales_the_warmup_with_the_decay(tmp_path):
         "--lr_decay_iters=40",
         "--warmup_iters=5",
     ]
-
-
-ARM = """
-dataset = {data!r}
-n_layer, n_head, n_embd, block_size, vocab_size = 1, 2, 16, 16, 65
-batch_size, gradient_accumulation_steps = 2, 1
-max_iters, lr_decay_iters, eval_interval, eval_iters, warmup_iters = 4, 4, 2, 1, 1
-device, compile, cpu_peak_flops, dtype = "cpu", False, 1e13, "float32"
-"""
 
 
 def test_a_stage_1_run_that_failed_otherwise_than_by_diverging_stops_the_sweep(char_data, tmp_path):

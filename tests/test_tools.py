@@ -222,6 +222,8 @@ def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
     compare.main([str(runs / "*"), "--png="])
     out = capsys.readouterr().out
     assert "| 2.9600 ± 0.0141 | 2 | +1.66% |" in out  # mean(2.97, 2.95) against mean(3.0, 3.02) = 3.01
+    row = next(line for line in out.splitlines() if line.startswith("| nlq |")).split("|")
+    assert row[7].strip().split()[0] == row[8].strip()  # one arm compared: Holm's p is its own p
     assert "WARNING: the runs trained on different batches (first at step 1" in out
 
 

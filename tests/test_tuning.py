@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import error_of, tiny_args
+from helpers import ARM, error_of, tiny_args
 
 import compare
 import sweep
@@ -138,15 +138,6 @@ def test_a_learning_rate_that_blew_up_does_not_set_the_figures_loss_axis():
     data = tuning.figure_data(tuning.report(runs, ["learning_rate"], "base"))
     assert data["curves"]["learning_rate"]["wide"]["mean"] == [3.5, 3.0, 9.0]
     assert data["span"]["learning_rate"] == (3.0, 3.5)
-
-
-ARM = """
-dataset = {data!r}
-n_layer, n_head, n_embd, block_size, vocab_size = 1, 2, 16, 16, 65
-batch_size, gradient_accumulation_steps = 2, 1
-max_iters, lr_decay_iters, eval_interval, eval_iters, warmup_iters = 8, 8, 4, 1, 2
-device, compile, cpu_peak_flops, dtype = "cpu", False, 1e13, "float32"
-"""
 
 
 def arms(tmp_path, data):
