@@ -99,12 +99,16 @@ def run(argv):
     check_out(out, request)
     args.out_root = str(out / "runs")  # where sweep.launch keeps the runs (and a cluster's job records)
     folder = documents.survey(args.data, args.val_size, args.test_size, SPLIT_SEED)
+    if not folder.splits.get("test"):
+        raise VerdictError(f"--test_size={args.test_size} holds out no document for the review: raise it")
     codec_meta, encode = documents.codec_of(folder, args.tokenizer)
     extra = [f"--vocab_size={codec_meta['vocab_size']}", *extra] if args.tokenizer == "char" else extra
     runs, keys = plan(args, arms, out, extra)
     if args.dry_run:
         sweep.launch(runs, args, extra=[])
         return
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "verdict.json", request)  # first: a rerun of this command continues it
     prepare(args, folder, codec_meta, encode, out, request)
     results = train_all(args, arms, runs, keys, out, extra)
     report(args, arms, results, out)
@@ -184,15 +188,12 @@ def plan(args, arms, out: Path, extra) -> tuple[list, list]:
 
 
 def prepare(args, folder, meta: dict, encode, out: Path, request: dict) -> None:
-    """The dataset under OUT/data, made once (verdict.json, written after it, marks the request it was made for)."""
-    if len(folder.splits.get("test", [])) < 1:
-        raise VerdictError(f"--test_size={args.test_size} holds out no document for the review: raise it")
+    """The dataset under OUT/data, made once: its meta.json, written last, marks it complete."""
     data = out / "data"
-    if not (out / "verdict.json").is_file():
+    if not (data / "meta.json").is_file():
         splits = {name: documents.tokens(paths, encode, meta["eos"]) for name, paths in folder.splits.items()}
         info = {"documents": {n: len(p) for n, p in folder.splits.items()}, "duplicates": folder.duplicates}
         write_dataset(data, splits, {**meta, "source": request["data"], **info, "skipped": folder.skipped}, force=True)
-    atomic_write_json(out / "verdict.json", request)
 
 
 def train_all(args, arms, first, keys, out: Path, extra) -> dict:
