@@ -38,7 +38,7 @@ def project_config_classes():
     for path in ROOT.glob("*.py"):
         module = importlib.import_module(path.stem)
         for obj in vars(module).values():
-            if dataclasses.is_dataclass(obj) and obj.__name__.endswith("Config") and obj.__module__ == path.stem:
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__name__.endswith("Config") and obj.__module__ == path.stem:
                 found.add(obj)
     return found
 

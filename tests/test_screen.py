@@ -120,9 +120,11 @@ def tiny_screen(tmp_path):
     return [*arms, f"--screen={tmp_path / 'screen.json'}", "--seeds=2,3", "--progress_every=1"]
 
 
-def final_acc(run_dir) -> float:
+def final_acc_and_loss(run_dir) -> tuple[float, float]:
+    """The last evaluation's (accuracy, negated validation loss): the higher is the better point."""
     lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
-    return [r["val_acc"] for r in map(json.loads, lines) if r.get("step") == 16 and "val_acc" in r][-1]
+    last = [r for r in map(json.loads, lines) if r.get("step") == 16 and "val_acc" in r][-1]
+    return last["val_acc"], -last["val_loss"]
 
 
 def results(report: dict) -> dict:
@@ -138,8 +140,9 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
     report = json.loads((root / "screen.json").read_text())
     for setting in ("mq", "mq32"):
         for arm in ("base", "nlq"):  # the argmax of stage 1, read here from the runs' own logs
-            accs = {lr: final_acc(root / setting / f"tune-{arm}-learning_rate={lr}-s1") for lr in ("1e-3", "3e-2")}
-            best = max(accs, key=accs.get)  # ties: the first in grid order, as the choice takes it
+            runs = {lr: root / setting / f"tune-{arm}-learning_rate={lr}-s1" for lr in ("1e-3", "3e-2")}
+            scores = {lr: final_acc_and_loss(run) for lr, run in runs.items()}
+            best = max(scores, key=scores.get)  # tied accuracies: the lower loss, then the first in grid order
             assert report["settings"][setting]["arms"][arm]["chosen"] == {"learning_rate": float(best)}
             for seed in (2, 3):
                 run_dir = root / setting / f"{arm}-learning_rate={best}-s{seed}"
