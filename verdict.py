@@ -35,7 +35,7 @@ from nlq.common.errors import UserError, cli_main
 from nlq.comparison import tuning
 from nlq.comparison.stats import versus_baseline
 from nlq.data import documents
-from nlq.data.dataset import load_meta, open_split, write_dataset
+from nlq.data.dataset import load_meta, open_split
 from nlq.data.tokenizer import codec, tokenizer_vocab
 from nlq.eval import latency, review
 from nlq.run import checkpoint
@@ -101,15 +101,15 @@ def run(argv):
     folder = documents.survey(args.data, args.val_size, args.test_size, SPLIT_SEED)
     if not folder.splits.get("test"):
         raise VerdictError(f"--test_size={args.test_size} holds out no document for the review: raise it")
-    codec_meta, encode = documents.codec_of(folder, args.tokenizer)
-    extra = [f"--vocab_size={codec_meta['vocab_size']}", *extra] if args.tokenizer == "char" else extra
+    vocab_size = documents.codec_of(folder, args.tokenizer)[0]["vocab_size"]
+    extra = [f"--vocab_size={vocab_size}", *extra] if args.tokenizer == "char" else extra
     runs, keys = plan(args, arms, out, extra)
     if args.dry_run:
         sweep.launch(runs, args, extra=[])
         return
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "verdict.json", request)  # first: a rerun of this command continues it
-    prepare(args, folder, codec_meta, encode, out, request)
+    prepare(args, folder, out, request)
     results = train_all(args, arms, runs, keys, out, extra)
     report(args, arms, results, out)
 
@@ -187,13 +187,12 @@ def plan(args, arms, out: Path, extra) -> tuple[list, list]:
     return stage1, keys
 
 
-def prepare(args, folder, meta: dict, encode, out: Path, request: dict) -> None:
+def prepare(args, folder, out: Path, request: dict) -> None:
     """The dataset under OUT/data, made once: its meta.json, written last, marks it complete."""
     data = out / "data"
     if not (data / "meta.json").is_file():
-        splits = {name: documents.tokens(paths, encode, meta["eos"]) for name, paths in folder.splits.items()}
-        info = {"documents": {n: len(p) for n, p in folder.splits.items()}, "duplicates": folder.duplicates}
-        write_dataset(data, splits, {**meta, "source": request["data"], **info, "skipped": folder.skipped}, force=True)
+        meta = documents.write(folder, args.tokenizer, data, request["data"], force=True)
+        print("\n".join(documents.summary(folder, meta)) + f" -> {data}")
 
 
 def train_all(args, arms, first, keys, out: Path, extra) -> dict:

@@ -38,7 +38,8 @@ def project_config_classes():
     for path in ROOT.glob("*.py"):
         module = importlib.import_module(path.stem)
         for obj in vars(module).values():
-            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__name__.endswith("Config") and obj.__module__ == path.stem:
+            is_class = isinstance(obj, type) and dataclasses.is_dataclass(obj)  # not a dataclass's instance
+            if is_class and obj.__name__.endswith("Config") and obj.__module__ == path.stem:
                 found.add(obj)
     return found
 

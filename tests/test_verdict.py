@@ -5,6 +5,7 @@ from the runs' own logs, the latency table, the review page, a tally); and the o
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,8 @@ TINY = ["--tokenizer=char", "--seeds=1,2", "--n_layer=1", "--n_embd=32", "--n_he
 def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
     src, out = folder(tmp_path / "docs", n=40), tmp_path / "V"
     verdict.main([f"--data={src}", f"--out={out}", *TINY])
+    said = dict(re.findall(r"^(train|val|test): (\d+) documents", capsys.readouterr().out, re.M))
+    assert set(said) == {"train", "val", "test"} and sum(map(int, said.values())) == 40  # every document, once
     result = json.loads((out / "report.json").read_text())
     for arm in ("linear", "residual_gelu"):
         finals = []

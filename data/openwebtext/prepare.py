@@ -191,24 +191,8 @@ def prepare_folder(args) -> dict:
     """A folder of documents: train.bin, val.bin and test.bin of whole documents (nlq/data/documents.py)."""
     test_size = args.val_size if args.test_size is None else args.test_size
     folder = documents.survey(args.dataset, args.val_size, test_size, args.seed, MIN_DOCUMENTS)
-    codec, encode = documents.codec_of(folder, args.tokenizer)
-    meta = write_dataset(
-        args.out_dir,
-        {name: documents.tokens(paths, encode, codec["eos"]) for name, paths in folder.splits.items()},
-        {
-            **codec,
-            "source": str(args.dataset),
-            "documents": {name: len(paths) for name, paths in folder.splits.items()},
-            "duplicates": folder.duplicates,
-            "skipped": folder.skipped,
-        },
-        force=args.force,
-    )
-    for name in folder.splits:
-        print(f"{name}: {meta['documents'][name]:,} documents, {meta['tokens'][name]:,} tokens")
-    left = [f"{c} {why}" for why, c in folder.skipped.items()] + [f"{folder.duplicates} exact duplicates"]
-    left += [f"{folder.other_files} files of other types"] if folder.other_files else []
-    print(f"left out: {', '.join(left)} -> {args.out_dir}")
+    meta = documents.write(folder, args.tokenizer, args.out_dir, str(args.dataset), args.force)
+    print("\n".join(documents.summary(folder, meta)) + f" -> {args.out_dir}")
     warn_if_small(meta)
     return meta
 

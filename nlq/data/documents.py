@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nlq.data.dataset import DataError
+from nlq.data.dataset import DataError, write_dataset
 from nlq.data.tokenizer import EOT, gpt2_encoding
 
 SUFFIXES = (".txt", ".md")
@@ -118,6 +118,33 @@ def tokens(paths, encode, eos: int, chunk: int = 1 << 20):
             buffer, size = [], 0
     if buffer:
         yield np.concatenate(buffer)
+
+
+def write(folder: Folder, tokenizer: str, out_dir, source: str, force: bool) -> dict:
+    """The folder as a dataset in out_dir (train.bin, val.bin, test.bin and meta.json); its meta."""
+    codec, encode = codec_of(folder, tokenizer)
+    return write_dataset(
+        out_dir,
+        {name: tokens(paths, encode, codec["eos"]) for name, paths in folder.splits.items()},
+        {
+            **codec,
+            "source": source,
+            "documents": {name: len(paths) for name, paths in folder.splits.items()},
+            "duplicates": folder.duplicates,
+            "skipped": folder.skipped,
+        },
+        force=force,
+    )
+
+
+def summary(folder: Folder, meta: dict) -> list[str]:
+    """What was written and what was left out, a line per split and one for the rest."""
+    lines = [
+        f"{name}: {meta['documents'][name]:,} documents, {meta['tokens'][name]:,} tokens" for name in folder.splits
+    ]
+    left = [f"{c} {why}" for why, c in folder.skipped.items()] + [f"{folder.duplicates} exact duplicates"]
+    left += [f"{folder.other_files} files of other types"] if folder.other_files else []
+    return [*lines, f"left out: {', '.join(left)}"]
 
 
 def documents_of(ids: np.ndarray, eos: int) -> list[np.ndarray]:
