@@ -56,6 +56,7 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
     "nlq/common/safe_load.py": [
         "tests/test_untrusted.py",
         "tests/test_paths.py::test_a_pickled_npy_file_is_refused_and_runs_nothing",
+        "tests/test_paths.py::test_a_bare_pickle_named_npy_is_refused_and_runs_nothing",
         "tests/test_official.py::test_its_own_index_files_beside_the_bins_are_used_and_checked",
     ],
     "nlq/run/checkpoint.py": [

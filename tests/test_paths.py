@@ -4,6 +4,7 @@ told from a diverged one, jobs that ended before they were waited for, CRC32 acr
 by shape, pickled .npy files, a re-measured CPU peak, the vocabulary's bound, estimate_mfu's dtype, and
 gradient accumulation over one rank's micro-steps. Each test's expected value is worked out here."""
 
+import pickle
 import zlib
 from types import SimpleNamespace
 
@@ -123,6 +124,16 @@ def test_a_pickled_npy_file_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
     np.save(tmp_path / "t.npy", np.array([Planted(str(marker))], dtype=object), allow_pickle=True)
     with pytest.raises(ValueError):
+        numpy_array(tmp_path / "t.npy")
+    assert not marker.exists()
+
+
+def test_a_bare_pickle_named_npy_is_refused_and_runs_nothing(tmp_path):
+    """Not an .npy at all: numpy would unpickle it (running its code) were pickles allowed; a memory map does
+    not stand in the way here, as it does for an object array."""
+    marker = tmp_path / "ran"
+    (tmp_path / "t.npy").write_bytes(pickle.dumps(Planted(str(marker))))
+    with pytest.raises(ValueError, match="pickled"):
         numpy_array(tmp_path / "t.npy")
     assert not marker.exists()
 
