@@ -49,7 +49,7 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
         "tests/test_paths.py",
         "tests/test_tasks.py",
         "-k",
-        "not sweep and not submitit and not stage_1_run",
+        "not end_to_end and not submitit and not stage_1_run",  # the runs of training: sweep.py's selection
     ],
     "nlq/comparison/cluster.py": ["tests/test_paths.py", "tests/test_tuning.py", "-k", "jobs or submitit"],
     "sweep.py": ["tests/test_tuning.py", "tests/test_sweep.py", "tests/test_paths.py", "tests/test_screen.py"],
