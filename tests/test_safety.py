@@ -427,17 +427,21 @@ def test_a_real_write_failure_during_a_checkpoint_save_is_one_line(char_data, tm
 def test_ctrl_c_during_training_is_one_line_and_auto_continues(char_data, tmp_path):
     """The run cannot end before the signal whatever the machine's speed: a million steps, its output
     unbuffered so that step 6 is seen when it is printed; the cosine ends at 400 so a resume may stop
-    earlier."""
+    earlier. SIGINT is restored to its default in the run: a suite started in the background (`cmd &` in a
+    script) ignores it, and a child inherits that."""
     args = tiny_args(char_data, tmp_path, max_iters=10**6, lr_decay_iters=400, eval_interval=4)
     p = subprocess.Popen(
         [sys.executable, str(ROOT / "train.py"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
-    for line in p.stdout:  # past the step-4 checkpoint
-        if line.startswith("step 6:"):
-            break
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=120)
+    try:
+        for line in p.stdout:  # past the step-4 checkpoint
+            if line.startswith("step 6:"):
+                break
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()  # never left running a million steps
     assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
     (last,) = [line for line in err.splitlines() if line.startswith("error:")]
     step = int(re.search(rf"interrupted during step (\d+) of {10**6}", last).group(1))
