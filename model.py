@@ -23,7 +23,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from nlq.common.domains import At, OneOf, check
-from nlq.run.cpu_linear import Linear
+
+
+class Linear(nn.Linear):
+    """nn.Linear, except that a single row on a CPU (a token of single-stream decoding) goes through addmv.
+    Decoding a token reads every weight once, so this product's rate is the decode speed, and this
+    PyTorch's bf16 F.linear of one row is the slower kernel: GPT-2 small's 49 matrices took 19.0 ms
+    against addmv's 14.3 ms (best of 6 interleaved rounds, 2-core Xeon with AMX; float32: equal). Under
+    autocast nn.Linear's path is kept: autocast casts for F.linear, and has no rule for addmv."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type != "cpu" or x.shape[:-1].numel() != 1 or torch.is_autocast_enabled("cpu"):
+            return super().forward(x)
+        row = x.reshape(-1)
+        y = torch.mv(self.weight, row) if self.bias is None else torch.addmv(self.bias, self.weight, row)
+        return y.view(*x.shape[:-1], -1)
 
 
 @dataclass(frozen=True)
@@ -45,6 +59,7 @@ QUERY_MODES = {
     "residual": QueryMode(linear_q=True, mlp=False, half_scale=True, query=lambda x, xw, f: x + xw),
     "residual_gelu": QueryMode(linear_q=False, mlp=True, half_scale=True, query=lambda x, xw, f: x + f(x)),
 }
+NANOGPT_PEAK_FLOPS = 312e12  # the peak nanoGPT's estimate_mfu assumes (an A100, bf16)
 LOSS_CHUNK = 2048  # tokens per chunk of the head and its loss (GPT.head_loss)
 WIDE_MLP_RATIO = 4.75  # the paper's wide-MLP arm: 4.75 d = 3648 hidden units at d = 768
 # Fields a pretrained import takes from the config; a checkpoint's weights fix every other field.
@@ -464,29 +479,6 @@ class GPT(nn.Module):
 
     # ---- nanoGPT's model API (model.py of github.com/karpathy/nanoGPT), kept for its scripts and notebooks ----
 
-    @classmethod
-    def from_pretrained(cls, model_type: str, override_args: dict | None = None) -> "GPT":
-        """nanoGPT's GPT.from_pretrained('gpt2', dict(dropout=0.0)), which also takes GPT-2 sizes, Pythia, local
-        Hugging Face directories and this project's exports (nlq/interop/importers.py reads them, running no
-        code). override_args may set fields the checkpoint has no say in (dropout, preproj, content_skip,
-        lora_rank, ...); the parameters they add keep their fresh initialisation. The model's size is checked
-        against free memory before any weights are read."""
-        from nlq.interop import importers
-        from nlq.run.hardware import check_fits
-
-        pretrained = importers.open_pretrained(model_type)
-        try:
-            config = GPTConfig(**pretrained.config_fields(override_args or {}))
-        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:  # out of its domain
-            raise pretrained.config_error(e) from None
-        if not pretrained.export and config.query_mode != "linear":
-            raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
-        held = parameter_count(config) + buffer_count(config)
-        check_fits(held, 8, "cpu", "float32 weights, held twice while they are copied")
-        model = cls(config)
-        importers.copy_weights(model, pretrained.weights(), pretrained.source)
-        return model
-
     def get_num_params(self, non_embedding: bool = True) -> int:
         """nanoGPT's count: every parameter, less the position table if non_embedding. The token table is kept,
         as nanoGPT keeps it (tied, it is also the head). num_params is the paper's count, without it."""
@@ -520,19 +512,14 @@ class GPT(nn.Module):
         fused = device_type in ("cuda", "cpu")
         return torch.optim.AdamW(groups, lr=learning_rate, betas=tuple(betas), fused=fused)
 
-    def estimate_mfu(self, fwdbwd_per_iter: int, dt: float, peak_flops: float | None = None) -> float:
+    def estimate_mfu(self, fwdbwd_per_iter: int, dt: float, peak_flops: float = NANOGPT_PEAK_FLOPS) -> float:
         """Model FLOPs utilisation of fwdbwd_per_iter sequences of block_size tokens trained in dt seconds, by
         flops_per_token (the 6N + 12 L H Q T of nanoGPT's count, N the weights of every matrix multiply, the
-        query MLP's included). peak_flops: None takes hardware.peak_flops for the parameters' device in
-        bfloat16 (a GPU's data sheet, a CPU's matmul peak measured once); NaN when no peak is known (nanoGPT
-        assumes an A100's 312 TFLOP/s)."""
-        from nlq.run import hardware
-
+        query MLP's included), against peak_flops: by default nanoGPT's assumption, an A100's bf16 312 TFLOP/s;
+        nlq.run.hardware.peak_flops(device, dtype) gives this machine's (what train.py reports)."""
         T = self.config.block_size
-        if peak_flops is None:
-            peak_flops, _ = hardware.peak_flops(str(self.lm_head.weight.device), torch.bfloat16, cached=True)
         achieved = self.flops_per_token(T) * T * fwdbwd_per_iter / dt
-        return achieved / peak_flops if peak_flops else float("nan")
+        return achieved / peak_flops
 
     def keep_adapters_float32(self) -> "GPT":
         """LoRA's weights back to float32 after the model was cast to bfloat16: PEFT keeps adapters in float32

@@ -4,7 +4,7 @@ after writing its tests (docs/contributing.md).
 
     python .ci/mutate.py nlq/comparison/stats.py       # every mutant of one module
     python .ci/mutate.py model.py --sample=60          # 60 of them, drawn with a fixed seed
-    python .ci/mutate.py compare.py --tests="tests/test_tools.py -k compare" --sample=40 --seed=2
+    python .ci/mutate.py nlq/comparison/compare.py --tests="tests/test_tools.py -k compare" --sample=40 --seed=2
     python .ci/mutate.py nlq/comparison/stats.py --sample=30 --tests_from=REV   # the same mutants, older tests
 
 The working tree (tracked files and untracked ones git does not ignore, as they are now) is copied to a
@@ -31,7 +31,7 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
     "nlq/data/loader.py": ["tests/test_data.py", "tests/test_official.py"],
     "nlq/paper/official.py": ["tests/test_official.py"],
     "nlq/eval/scoring.py": ["tests/test_probe.py", "tests/test_harness.py"],
-    "compare.py": [
+    "nlq/comparison/compare.py": [
         "tests/test_tools.py",
         "tests/test_tuning.py",
         "tests/test_official.py",
@@ -49,10 +49,15 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
         "tests/test_paths.py",
         "tests/test_tasks.py",
         "-k",
-        "not end_to_end and not submitit and not stage_1_run",  # the runs of training: sweep.py's selection
+        "not end_to_end and not submitit and not stage_1_run",  # the runs of training: sweep's selection
     ],
     "nlq/comparison/cluster.py": ["tests/test_paths.py", "tests/test_tuning.py", "-k", "jobs or submitit"],
-    "sweep.py": ["tests/test_tuning.py", "tests/test_sweep.py", "tests/test_paths.py", "tests/test_screen.py"],
+    "nlq/comparison/sweep.py": [
+        "tests/test_tuning.py",
+        "tests/test_sweep.py",
+        "tests/test_paths.py",
+        "tests/test_screen.py",
+    ],
     "nlq/common/safe_load.py": [
         "tests/test_untrusted.py",
         "tests/test_paths.py::test_a_pickled_npy_file_is_refused_and_runs_nothing",

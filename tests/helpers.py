@@ -1,4 +1,5 @@
-"""Helpers the training tests share: a tiny run's command line, its records, its one-line errors, torchrun."""
+"""Helpers the tests share: the commands run as a user runs them, a tiny run's command line, its records, its
+one-line errors, torchrun."""
 
 import contextlib
 import hashlib
@@ -6,6 +7,7 @@ import io
 import json
 import os
 import random
+import runpy
 import signal
 import string
 import subprocess
@@ -17,9 +19,34 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import train
 from model import GPT, QUERY_MODES, GPTConfig, LoRA
 from nlq.data.tokenizer import codec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command(script):
+    """The root script run in this process as `python SCRIPT ARGS` runs it: its file executed as __main__ with
+    sys.argv set (parsing, the library call, one-line errors and exit status alike), without the start-up of
+    a new interpreter. Tests of a command use it; tests of the library import nlq."""
+
+    def main(argv=()):
+        saved = sys.argv
+        sys.argv = [str(ROOT / script), *map(str, argv)]
+        try:
+            runpy.run_path(str(ROOT / script), run_name="__main__")
+        finally:
+            sys.argv = saved
+
+    return main
+
+
+train_main, sample_main, compare_main = command("train.py"), command("sample.py"), command("compare.py")
+sweep_main, screen_main, verdict_main = command("sweep.py"), command("screen.py"), command("verdict.py")
+export_main, zeroshot_main, bench_main = command("export.py"), command("zeroshot.py"), command("bench.py")
+bench_head_main, bench_data_main = command("bench_head.py"), command("bench_data.py")
+gpu_check_main, analyze_skip_main = command("gpu_check.py"), command("analyze_skip.py")
+
 
 # An arm's config file for sweep tests: a 1-layer, 16-wide model, 8 steps of 2 rows ({data}: the dataset).
 ARM = """
@@ -64,8 +91,8 @@ def records(out_dir, key):
     return {r["step"]: r for r in map(json.loads, lines) if key in r}
 
 
-def error_of(argv, main=train.main, status=1):
-    """The one-line error a script ends with, and its exit status (1; a divergence's is train.Diverged's)."""
+def error_of(argv, main=train_main, status=1):
+    """The one-line error a script ends with, and its exit status (1; a divergence's is Diverged's)."""
     err = io.StringIO()
     with pytest.raises(SystemExit) as e, contextlib.redirect_stderr(err):
         main([str(a) for a in argv])
@@ -98,8 +125,7 @@ def torchrun(script, args, timeout, *launcher_flags, fails=False, nproc=2):
     """(stdout, stderr) of `torchrun --standalone --nproc_per_node=NPROC FLAGS script ARGS`, which must
     succeed (or, with fails=True, fail). A hang kills the launcher's session and the workers (torchrun
     starts them in sessions of their own), then fails the test with the output so far."""
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *launcher_flags]
     p = subprocess.Popen(
         [*cmd, str(script), *args],

@@ -8,25 +8,26 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny_args
+from helpers import sample_main, tiny_args, train_main
 
-import bench
-import bench_data
-import sample
-import train
-import zeroshot
 from configurator import parse
 from model import GPTConfig
+from nlq.bench.cost import BenchConfig
+from nlq.bench.data_speed import DataBenchConfig
 from nlq.common.errors import ConfigError
+from nlq.inference.sampling import SampleConfig
+from nlq.inference.zeroshot import EvalConfig
 from nlq.run import checkpoint, hardware
+from nlq.run.config import TrainConfig
+from nlq.run.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {
-    "train.py": (train.TrainConfig, GPTConfig),
-    "sample.py": (sample.SampleConfig,),
-    "zeroshot.py": (zeroshot.EvalConfig,),
-    "bench.py": (bench.BenchConfig,),
-    "bench_data.py": (bench_data.DataBenchConfig,),
+    "train.py": (TrainConfig, GPTConfig),
+    "sample.py": (SampleConfig,),
+    "zeroshot.py": (EvalConfig,),
+    "bench.py": (BenchConfig,),
+    "bench_data.py": (DataBenchConfig,),
 }
 
 
@@ -47,26 +48,26 @@ def test_help_lists_every_field_with_its_default_and_comment(script):
 
 def test_tuple_options_take_comma_lists_and_python_syntax():
     for argv in (["--tasks=lambada,wikitext"], ["--tasks=('lambada', 'wikitext')"], ["--tasks=lambada, wikitext"]):
-        assert parse(argv, zeroshot.EvalConfig)[0].tasks == ("lambada", "wikitext")
-    assert parse(["--tasks=hellaswag"], zeroshot.EvalConfig)[0].tasks == ("hellaswag",)
-    cfg, _ = parse(["--keep_checkpoints=5"], train.TrainConfig, GPTConfig)
+        assert parse(argv, EvalConfig)[0].tasks == ("lambada", "wikitext")
+    assert parse(["--tasks=hellaswag"], EvalConfig)[0].tasks == ("hellaswag",)
+    cfg, _ = parse(["--keep_checkpoints=5"], TrainConfig, GPTConfig)
     assert cfg.keep_checkpoints == (5,)
-    cfg, _ = parse(["--keep_checkpoints=100,200"], train.TrainConfig, GPTConfig)
+    cfg, _ = parse(["--keep_checkpoints=100,200"], TrainConfig, GPTConfig)
     assert cfg.keep_checkpoints == (100, 200)
     with pytest.raises(ConfigError, match="keep_checkpoints=.* is not of type"):
-        parse(["--keep_checkpoints=5,x"], train.TrainConfig, GPTConfig)
+        parse(["--keep_checkpoints=5,x"], TrainConfig, GPTConfig)
 
 
 def test_a_bare_flag_sets_a_bool_and_nothing_else():
-    cfg, _ = parse(["--eval_only", "--compile=False"], train.TrainConfig, GPTConfig)
+    cfg, _ = parse(["--eval_only", "--compile=False"], TrainConfig, GPTConfig)
     assert cfg.eval_only is True and cfg.compile is False
     with pytest.raises(ConfigError, match="--batch_size: overrides are written --key=value"):
-        parse(["--batch_size"], train.TrainConfig, GPTConfig)
+        parse(["--batch_size"], TrainConfig, GPTConfig)
 
 
 def test_a_single_dash_option_is_a_one_line_error():
     with pytest.raises(ConfigError, match="-x: options are written --key=value"):
-        parse(["-x"], train.TrainConfig, GPTConfig)
+        parse(["-x"], TrainConfig, GPTConfig)
 
 
 def tiny(char_data, out_dir, **kw):
@@ -79,7 +80,7 @@ def test_wandb_without_a_login_stops_before_anything_is_written(char_data, tmp_p
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setattr(wandb, "login", lambda **kw: False)
     with pytest.raises(SystemExit) as e:
-        train.main(tiny(char_data, tmp_path / "run", wandb_log=True))
+        train_main(tiny(char_data, tmp_path / "run", wandb_log=True))
     message = str(e.value.code)
     assert message.startswith("error: wandb_log=True but wandb has no login") and "\n" not in message
     assert "WANDB_MODE=offline" in message and "--wandb_log=False" in message
@@ -92,8 +93,8 @@ def test_always_save_checkpoint_false_saves_only_improvements(char_data, tmp_pat
     def fake_evaluate(self, tokens, offsets):
         return next(losses) if tokens is self.data.val else 1.0
 
-    monkeypatch.setattr(train.Trainer, "evaluate", fake_evaluate)
-    train.main(tiny(char_data, tmp_path, always_save_checkpoint=False))
+    monkeypatch.setattr(Trainer, "evaluate", fake_evaluate)
+    train_main(tiny(char_data, tmp_path, always_save_checkpoint=False))
     ckpt = checkpoint.load(tmp_path / "ckpt.pt")
     assert ckpt["iter_num"] == 2 and ckpt["best_val_loss"] == 2.0
     val = [json.loads(x)["val_loss"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if "val_loss" in x]
@@ -101,9 +102,9 @@ def test_always_save_checkpoint_false_saves_only_improvements(char_data, tmp_pat
 
 
 def test_nanogpt_sample_keys_are_accepted():
-    (cfg,) = parse(["--compile=True", "--init_from=resume", "--start=hi"], sample.SampleConfig)
+    (cfg,) = parse(["--compile=True", "--init_from=resume", "--start=hi"], SampleConfig)
     assert cfg.compile and cfg.start == "hi"
-    cfg, _ = parse(["--backend=gloo", "--always_save_checkpoint=False"], train.TrainConfig, GPTConfig)
+    cfg, _ = parse(["--backend=gloo", "--always_save_checkpoint=False"], TrainConfig, GPTConfig)
     assert cfg.backend == "gloo" and not cfg.always_save_checkpoint
 
 
@@ -118,31 +119,31 @@ def test_nanogpt_sample_keys_are_accepted():
 )
 def test_sample_arguments_are_validated(argv, message):
     with pytest.raises(SystemExit) as e:
-        sample.main(argv)
+        sample_main(argv)
     assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
 
 
 def test_sample_checks_the_prompt_before_loading_a_model(tmp_path):
     # out_dir has no checkpoint: the missing prompt file must be the error, found before any loading
     with pytest.raises(SystemExit) as e:
-        sample.main([f"--out_dir={tmp_path}", f"--start=FILE:{tmp_path / 'none.txt'}"])
+        sample_main([f"--out_dir={tmp_path}", f"--start=FILE:{tmp_path / 'none.txt'}"])
     assert "no such file" in str(e.value.code) and "ckpt.pt" not in str(e.value.code)
 
 
 def test_sample_refuses_a_checkpoint_whose_vocab_misses_its_tokenizer(char_data, tmp_path):
-    train.main(tiny(char_data, tmp_path, max_iters=2))
+    train_main(tiny(char_data, tmp_path, max_iters=2))
     ckpt = checkpoint.load(tmp_path / "ckpt.pt")
     del ckpt["tokenizer"]  # as a nanoGPT checkpoint: no tokenizer, so GPT-2 BPE, which needs 50257 ids
     checkpoint.save(ckpt, tmp_path / "ckpt.pt")
     with pytest.raises(SystemExit) as e:
-        sample.main([f"--out_dir={tmp_path}", "--start=a"])
+        sample_main([f"--out_dir={tmp_path}", "--start=a"])
     assert "has 50257 ids but the model's vocab_size is 65" in str(e.value.code)
 
 
 def test_train_console_header_and_closing_summary(char_data, tmp_path, capsys):
     """A short header (what differs from the defaults, where the full config is), no repeated timing
     notice, and a closing summary whose val loss is the best one in the log."""
-    train.main(tiny_args(char_data, tmp_path))
+    train_main(tiny_args(char_data, tmp_path))
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"run {tmp_path}: ") and "n_layer=2" in out[0] and "out_dir=" not in out[0]
     assert out[0].endswith(f"(every setting: {tmp_path / 'config.json'})") and not any(line == "{" for line in out)
@@ -217,7 +218,7 @@ def test_a_reported_mfu_is_never_above_one(char_data, tmp_path, monkeypatch, aga
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     readings = iter([1e3, again])
     monkeypatch.setattr(hardware, "measure_cpu_flops", lambda dtype: next(readings))
-    train.main(tiny(char_data, tmp_path / "run", cpu_peak_flops=None, log_interval=1))
+    train_main(tiny(char_data, tmp_path / "run", cpu_peak_flops=None, log_interval=1))
     timed = [r["mfu"] for r in records(tmp_path / "run", "mfu").values() if r["ms"]]  # steps with a time
     assert timed
     if reported == "none":

@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, tiny_args
+from helpers import error_of, sample_main, tiny_args, train_main
 from test_official import official_args, write_official
-
-import sample
-import train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def finished_run(char_data, tmp_path_factory):
     """A tiny run of 8 steps (ckpt.pt at step 8) to damage copies of."""
     out = tmp_path_factory.mktemp("run") / "run"
-    train.main(tiny_args(char_data, out))
+    train_main(tiny_args(char_data, out))
     return out
 
 
@@ -76,7 +73,7 @@ def test_a_resume_from_a_damaged_optimizer_state_is_one_line_and_never_a_crash(
 
 def test_a_checkpoint_shared_without_its_optimizer_state_still_samples(finished_run, tmp_path):
     out = damaged_copy(finished_run, tmp_path, lambda c: c.pop("optimizer"))
-    sample.main([f"--out_dir={out}", "--device=cpu", "--max_new_tokens=3", "--start=a"])
+    sample_main([f"--out_dir={out}", "--device=cpu", "--max_new_tokens=3", "--start=a"])
 
 
 @pytest.mark.parametrize("slimmed", [lambda c: c.pop("optimizer"), lambda c: c.update(optimizer=None)])
@@ -88,7 +85,7 @@ def test_an_official_checkpoint_without_its_optimizer_state_samples_and_refuses_
     ckpt = torch.load(path, weights_only=True)
     slimmed(ckpt)
     torch.save(ckpt, path)
-    sample.main([f"--init_from={path}", "--device=cpu", "--max_new_tokens=3", "--start=a"])
+    sample_main([f"--init_from={path}", "--device=cpu", "--max_new_tokens=3", "--start=a"])
     out = tmp_path / "run"
     message = error_of(tiny_args(char_data, out, init_from=path, init_continue=True))
     assert "holds no optimizer state" in message and not out.exists()
@@ -102,7 +99,7 @@ def test_an_official_checkpoint_whose_optimizer_holds_another_model_samples_and_
     ckpt = torch.load(path, weights_only=True)
     ckpt["optimizer"]["param_groups"][0]["params"].pop()
     torch.save(ckpt, path)
-    sample.main([f"--init_from={path}", "--device=cpu", "--max_new_tokens=3", "--start=a"])
+    sample_main([f"--init_from={path}", "--device=cpu", "--max_new_tokens=3", "--start=a"])
     message = error_of(tiny_args(char_data, tmp_path / "run", init_from=path, init_continue=True))
     assert "does not hold this model's" in message and "cannot be continued" in message
 
@@ -127,12 +124,12 @@ def test_fields_of_the_wrong_type_are_one_line(finished_run, tmp_path, change, w
     ckpt = torch.load(path, weights_only=True)
     change(ckpt)
     torch.save(ckpt, path)
-    assert words in error_of([f"--init_from={path}", "--device=cpu", "--max_new_tokens=2"], main=sample.main)
+    assert words in error_of([f"--init_from={path}", "--device=cpu", "--max_new_tokens=2"], main=sample_main)
 
 
 def test_non_finite_weights_are_one_line_in_every_reader(finished_run, tmp_path):
     out = damaged_copy(finished_run, tmp_path, lambda c: c["model"]["transformer.ln_f.weight"].fill_(math.inf))
-    message = error_of([f"--out_dir={out}", "--device=cpu", "--max_new_tokens=2"], main=sample.main)
+    message = error_of([f"--out_dir={out}", "--device=cpu", "--max_new_tokens=2"], main=sample_main)
     assert "holds non-finite weights in 1 tensors (transformer.ln_f.weight, ...): the run diverged" in message
 
 

@@ -8,38 +8,49 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import error_of, tiny_args
+from helpers import (
+    bench_data_main,
+    bench_head_main,
+    bench_main,
+    error_of,
+    sample_main,
+    tiny_args,
+    train_main,
+    zeroshot_main,
+)
 
-import bench
-import bench_data
-import bench_head
-import sample
-import train
-import zeroshot
 from model import GPTConfig
-from nlq.common import domains
-from nlq.run import checkpoint, hardware
+from nlq.bench.cost import BenchConfig
+from nlq.bench.data_speed import DataBenchConfig
+from nlq.bench.head import HeadBenchConfig
+from nlq.common import domains, fits
+from nlq.inference.sampling import SampleConfig
+from nlq.inference.zeroshot import EvalConfig
+from nlq.run import checkpoint
+from nlq.run.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_POINTS = {  # every config class, and the scripts that parse it
-    train.TrainConfig: train.main,
-    GPTConfig: train.main,
-    sample.SampleConfig: sample.main,
-    zeroshot.EvalConfig: zeroshot.main,
-    bench.BenchConfig: bench.main,
-    bench_data.DataBenchConfig: bench_data.main,
-    bench_head.HeadBenchConfig: bench_head.main,
+    TrainConfig: train_main,
+    GPTConfig: train_main,
+    SampleConfig: sample_main,
+    EvalConfig: zeroshot_main,
+    BenchConfig: bench_main,
+    DataBenchConfig: bench_data_main,
+    HeadBenchConfig: bench_head_main,
 }
 
 
 def project_config_classes():
-    """The dataclasses named *Config in the project's top-level modules."""
+    """The dataclasses named *Config in the project's modules: model.py's and the library's."""
     found = set()
-    for path in ROOT.glob("*.py"):
-        module = importlib.import_module(path.stem)
+    paths = [ROOT / "model.py", *(p for p in (ROOT / "nlq").glob("*/*.py") if p.parent.name != "hf")]
+    for path in paths:
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        module = importlib.import_module(name)
         for obj in vars(module).values():
             is_class = isinstance(obj, type) and dataclasses.is_dataclass(obj)  # not a dataclass's instance
-            if is_class and obj.__name__.endswith("Config") and obj.__module__ == path.stem:
+            if is_class and obj.__name__.endswith("Config") and obj.__module__ == name:
                 found.add(obj)
     return found
 
@@ -92,27 +103,27 @@ def test_each_value_just_outside_a_domain_is_one_line_in_its_entry_point(cls, tm
 
 
 def test_a_value_outside_its_domain_in_a_checkpoint_is_one_line(char_data, tmp_path):
-    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    train_main(tiny_args(char_data, tmp_path, max_iters=4))
     ckpt = checkpoint.load(tmp_path / "ckpt.pt")
     checkpoint.save({**ckpt, "model_args": {**ckpt["model_args"], "n_layer": -3}}, tmp_path / "ckpt.pt")
     for main, argv in [
-        (sample.main, [f"--out_dir={tmp_path}", "--device=cpu"]),
-        (train.main, tiny_args(char_data, tmp_path, init_from="resume")),
+        (sample_main, [f"--out_dir={tmp_path}", "--device=cpu"]),
+        (train_main, tiny_args(char_data, tmp_path, init_from="resume")),
     ]:
         message = error_of(argv, main=main)
         assert "n_layer=-3 is invalid: it must be >= 1" in message
 
 
 def test_a_model_that_cannot_fit_is_refused_before_allocation(char_data, tmp_path):
-    vocab = int(hardware.free_bytes("cpu") / 4 / 32 * 2)  # the 32-wide embedding table alone: twice what is free
+    vocab = int(fits.free_bytes("cpu") / 4 / 32 * 2)  # the 32-wide embedding table alone: twice what is free
     message = error_of(tiny_args(char_data, tmp_path / "big", vocab_size=vocab))
     assert re.search(r"the model has [\d,]+ parameters: its float32 weights need [\d,.]+ GiB, more than", message)
     assert "GiB free on cpu" in message and not (tmp_path / "big").exists()
     # A checkpoint naming such a model: sample.py refuses before building it.
-    train.main(tiny_args(char_data, tmp_path / "run", max_iters=4))
+    train_main(tiny_args(char_data, tmp_path / "run", max_iters=4))
     ckpt = checkpoint.load(tmp_path / "run" / "ckpt.pt")
     checkpoint.save({**ckpt, "model_args": {**ckpt["model_args"], "vocab_size": vocab}}, tmp_path / "run" / "ckpt.pt")
-    assert "GiB free on cpu" in error_of([f"--out_dir={tmp_path / 'run'}", "--device=cpu"], main=sample.main)
+    assert "GiB free on cpu" in error_of([f"--out_dir={tmp_path / 'run'}", "--device=cpu"], main=sample_main)
 
 
 def test_at_names_the_bound_it_breaks():

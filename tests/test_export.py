@@ -7,14 +7,13 @@ import os
 import numpy as np
 import pytest
 import torch
-from helpers import EXPORT_SHAPES, error_of, export_model, tiny_args
+from helpers import EXPORT_SHAPES, error_of, export_main, export_model, tiny_args, train_main, zeroshot_main
 
-import export
-import train
 from model import GPT, GPTConfig
 from nlq.data.dataset import write_dataset
 from nlq.data.tokenizer import gpt2_encoding
 from nlq.interop import hf_export
+from nlq.interop.importers import from_pretrained
 
 transformers = pytest.importorskip("transformers")
 
@@ -69,7 +68,7 @@ def test_an_hf_export_gives_this_models_logits_tokens_and_round_trip(tmp_path, s
         mine = model.generate(prompt, 10, temperature=0)
         generated = loaded.generate(prompt, max_new_tokens=10, do_sample=False, attention_mask=torch.ones_like(prompt))
         assert torch.equal(generated, mine)
-        again = GPT.from_pretrained(str(tmp_path / "hf")).eval()  # no code of the export is run
+        again = from_pretrained(str(tmp_path / "hf")).eval()  # no code of the export is run
         assert_close_relative(again(x)[0], logits)
     assert not any(".lora_" in k for k in again.state_dict())  # merged on the way out
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=False)
@@ -115,14 +114,14 @@ def bpe_run(tmp_path_factory):
     meta = {"tokenizer": "gpt2", "vocab_size": 50257}
     write_dataset(root / "data", {"train": [ids[: len(ids) * 9 // 10]], "val": [ids[len(ids) * 9 // 10 :]]}, meta)
     args = tiny_args(root / "data", root / "run", vocab_size=50304, query_mode="residual_gelu", max_iters=4)
-    train.main([*args, "--parallelism=fsdp"])  # one process: the sharded format
+    train_main([*args, "--parallelism=fsdp"])  # one process: the sharded format
     return root
 
 
 def test_export_cli_from_a_sharded_run_and_its_refusals(bpe_run, tmp_path):
     run = bpe_run / "run"
-    export.main([f"--out_dir={run}", "--format=hf", f"--dest={tmp_path / 'hf'}"])
-    model = GPT.from_pretrained(str(tmp_path / "hf"))
+    export_main([f"--out_dir={run}", "--format=hf", f"--dest={tmp_path / 'hf'}"])
+    model = from_pretrained(str(tmp_path / "hf"))
     assert model.config.query_mode == "residual_gelu"
     cases = [
         ([f"--out_dir={tmp_path / 'nothing'}", "--format=hf", f"--dest={tmp_path / 'a'}"], "holds no checkpoint"),
@@ -133,13 +132,13 @@ def test_export_cli_from_a_sharded_run_and_its_refusals(bpe_run, tmp_path):
     ]
     before = sorted(os.listdir(tmp_path))
     for argv, words in cases:
-        assert words in error_of(argv, main=export.main), argv
+        assert words in error_of(argv, main=export_main), argv
     assert sorted(os.listdir(tmp_path)) == before  # nothing half-written
 
 
 def test_a_character_level_run_is_refused_in_one_line(char_data, tmp_path):
-    train.main(tiny_args(char_data, tmp_path / "run", max_iters=2))
-    message = error_of([f"--out_dir={tmp_path / 'run'}", "--format=hf", f"--dest={tmp_path / 'x'}"], main=export.main)
+    train_main(tiny_args(char_data, tmp_path / "run", max_iters=2))
+    message = error_of([f"--out_dir={tmp_path / 'run'}", "--format=hf", f"--dest={tmp_path / 'x'}"], main=export_main)
     assert "character-level run has no transformers tokenizer" in message and not (tmp_path / "x").exists()
 
 
@@ -149,9 +148,7 @@ def test_lm_eval_on_the_export_gives_the_harness_adapters_numbers(bpe_run, tmp_p
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    import zeroshot
-
-    export.main([f"--out_dir={bpe_run / 'run'}", "--format=hf", f"--dest={tmp_path / 'hf'}"])
+    export_main([f"--out_dir={bpe_run / 'run'}", "--format=hf", f"--dest={tmp_path / 'hf'}"])
     rows = [{"context": "The cat sat on the", "endings": [" mat", " dog", " owl"], "label": 0}] * 2
     (tmp_path / "mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "roll.jsonl").write_text(json.dumps({"text": "The owl sat on the mat and looked at the g."}) + "\n")
@@ -171,7 +168,7 @@ def test_lm_eval_on_the_export_gives_the_harness_adapters_numbers(bpe_run, tmp_p
         device="cpu",
     )["results"]
     out = tmp_path / "h.json"
-    zeroshot.main(
+    zeroshot_main(
         [f"--out_dir={bpe_run / 'run'}", "--harness=x_mc,x_roll", f"--harness_include={tmp_path}", f"--out={out}"]
         + ["--device=cpu", "--dtype=float32"]
     )
@@ -200,7 +197,7 @@ def test_non_finite_weights_are_not_exported(tmp_path):
 def test_a_symlinked_dest_is_refused_before_the_model_is_loaded(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    message = error_of([f"--out_dir={tmp_path / 'no-run'}", "--format=hf", f"--dest={tmp_path / 'link'}"], export.main)
+    message = error_of([f"--out_dir={tmp_path / 'no-run'}", "--format=hf", f"--dest={tmp_path / 'link'}"], export_main)
     assert "is a symbolic link" in message  # not "holds no checkpoint": the destination is checked first
 
 

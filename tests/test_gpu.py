@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import torchrun
+from helpers import torchrun, train_main
 
-import train
 from model import GPT, QUERY_MODES, GPTConfig
 from nlq.run import checkpoint
+from nlq.run.config import TrainConfig
 from nlq.run.hardware import set_tf32
+from nlq.run.step import DeviceBatches, OptimizerStep
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -42,7 +43,7 @@ def gpu_args(data, out_dir, **overrides):
 
 @pytest.mark.parametrize("dtype,compile", [("bfloat16", True), ("float16", False)])
 def test_training_on_gpu(char_data, tmp_path, dtype, compile):
-    train.main(gpu_args(char_data, tmp_path, device="cuda", dtype=dtype, compile=compile))
+    train_main(gpu_args(char_data, tmp_path, device="cuda", dtype=dtype, compile=compile))
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     val = [r["val_loss"] for r in records if "val_loss" in r]
     assert val[-1] < val[0] - 0.5
@@ -117,11 +118,11 @@ def test_an_optimizer_step_never_makes_the_host_wait(mode):
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, vocab_size=65, query_mode=mode)).cuda()
-    cfg = train.TrainConfig(batch_size=4, gradient_accumulation_steps=4, device="cuda", compile=False)
+    cfg = TrainConfig(batch_size=4, gradient_accumulation_steps=4, device="cuda", compile=False)
     d = parallel.Dist(enabled=False, rank=0, world_size=1, device="cuda")
-    step = train.OptimizerStep(cfg, d, model, model, torch.bfloat16)
+    step = OptimizerStep(cfg, d, model, model, torch.bfloat16)
     host = torch.randint(0, 65, (cfg.gradient_accumulation_steps, 4, 65))
-    batches = lambda: train.DeviceBatches(lambda m: (host[m, :, :-1], host[m, :, 1:]), "cuda")  # noqa: E731
+    batches = lambda: DeviceBatches(lambda m: (host[m, :, :-1], host[m, :, 1:]), "cuda")  # noqa: E731
     step(0, batches())
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")

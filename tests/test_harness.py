@@ -5,6 +5,9 @@ import json
 import math
 
 import pytest
+from helpers import train_main, zeroshot_main
+
+from nlq.inference.zeroshot import lambada, multiple_choice
 
 lm_eval = pytest.importorskip("lm_eval")
 
@@ -12,9 +15,7 @@ from helpers import Successor, encode_chars, error_of, tiny_args  # noqa: E402
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-import train  # noqa: E402
-import zeroshot  # noqa: E402
-from nlq.eval import harness  # noqa: E402
+from nlq.inference import harness  # noqa: E402
 
 MC_ITEMS = [  # the items of zeroshot's own known-answer test
     {"context": "abc", "endings": ["x", "de", "dx", "zz"], "label": 1},
@@ -47,11 +48,11 @@ def test_harness_accuracy_equals_zeroshot_where_the_rules_coincide(tmp_path):
     # The harness joins context and choice with a space and picks by the sum of log-probs: zeroshot's
     # standard acc on the same items with the space in each ending.
     spaced = [{**x, "endings": [" " + e for e in x["endings"]]} for x in MC_ITEMS]
-    ours = zeroshot.multiple_choice(Successor(), encode_chars, spaced, batch_size=3, protocol="standard")
+    ours = multiple_choice(Successor(), encode_chars, spaced, batch_size=3, protocol="standard")
     assert results["nlq_mc"]["acc,none"] == pytest.approx(ours["acc"])
     # loglikelihood's acc is greedy reproduction of the target: LAMBADA's rule
-    lambada = zeroshot.lambada(Successor(), encode_chars, LL_ITEMS, batch_size=2)
-    assert results["nlq_ll"]["acc,none"] == pytest.approx(lambada["acc"]) == pytest.approx(1 / 3)
+    scored = lambada(Successor(), encode_chars, LL_ITEMS, batch_size=2)
+    assert results["nlq_ll"]["acc,none"] == pytest.approx(scored["acc"]) == pytest.approx(1 / 3)
 
 
 def test_rolling_loglikelihood_covers_every_token_once_across_windows():
@@ -76,10 +77,10 @@ def test_zeroshot_cli_runs_harness_tasks_on_a_checkpoint(char_data, tmp_path):
     tasks_dir.mkdir()
     write_tasks(tasks_dir)  # their letters (x, z, q) are not all in the trained run's character vocabulary
     (tasks_dir / "mc.jsonl").write_text(json.dumps({"context": "the man", "endings": ["said", "made"], "label": 0}))
-    train.main(tiny_args(char_data, tmp_path / "run", max_iters=2, eval_interval=2))
+    train_main(tiny_args(char_data, tmp_path / "run", max_iters=2, eval_interval=2))
     out = tmp_path / "h.json"
     args = [f"--out_dir={tmp_path / 'run'}", "--device=cpu", f"--out={out}", f"--harness_include={tasks_dir}"]
-    zeroshot.main([*args, "--harness=nlq_mc"])
+    zeroshot_main([*args, "--harness=nlq_mc"])
     written = json.loads(out.read_text())
     assert written["protocol"] == "lm-evaluation-harness" and 0 <= written["results"]["nlq_mc"]["acc,none"] <= 1
     for task, message in [
@@ -87,7 +88,7 @@ def test_zeroshot_cli_runs_harness_tasks_on_a_checkpoint(char_data, tmp_path):
         ("nlq_ll", "an item cannot be encoded with the model's tokenizer: characters ['x', 'z']"),
     ]:
         with pytest.raises(SystemExit) as e:
-            zeroshot.main([*args, f"--harness={task}"])
+            zeroshot_main([*args, f"--harness={task}"])
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
 
 
@@ -153,5 +154,5 @@ def test_project_lm_equals_lm_evals_own_hflm_on_a_local_gpt2_with_tokenizer_file
 
 def test_a_harness_include_pointing_nowhere_is_refused_before_the_model_loads(tmp_path):
     args = [f"--out_dir={tmp_path / 'no-run'}", "--harness=x", f"--harness_include={tmp_path / 'nowhere'}"]
-    message = error_of([*args, f"--out={tmp_path / 'e.json'}"], main=zeroshot.main)
+    message = error_of([*args, f"--out={tmp_path / 'e.json'}"], main=zeroshot_main)
     assert "nowhere: no such directory" in message  # not "no-run holds no checkpoint": checked first

@@ -11,9 +11,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import GPT, QUERY_MODES, GPTConfig, KVCache
+from model import GPT, QUERY_MODES, GPTConfig, KVCache, Linear
 from nlq.common.errors import ConfigError
-from nlq.run.cpu_linear import Linear
+from nlq.interop.importers import from_pretrained
+from nlq.run.config import TrainConfig
 
 TINY = dict(block_size=32, vocab_size=67, n_layer=2, n_head=4, n_embd=32)
 VARIANTS = [  # (pos_embedding, n_kv_head): learned and rotary positions, full and grouped K/V heads
@@ -368,14 +369,14 @@ def test_hf_gpt2_parity(tmp_path):
             elif name.endswith("bias"):
                 p.normal_(0, 0.1)
     hf.save_pretrained(tmp_path)
-    ours = GPT.from_pretrained(str(tmp_path)).eval()
+    ours = from_pretrained(str(tmp_path)).eval()
     idx = torch.randint(0, 101, (2, 48))
     with torch.no_grad():
         expected = hf(idx).logits
         got, _ = ours(idx)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="linear-query only"):
-        GPT.from_pretrained(str(tmp_path), dict(query_mode="identity"))
+        from_pretrained(str(tmp_path), dict(query_mode="identity"))
 
 
 @pytest.mark.slow
@@ -415,7 +416,7 @@ def test_hf_gpt_neox_parity(tmp_path, parallel, rotary_pct, base):
             else:
                 p.normal_(1.0 if "norm" in name and name.endswith("weight") else 0.0, 0.2)
     hf.save_pretrained(tmp_path)
-    ours = GPT.from_pretrained(str(tmp_path)).eval()
+    ours = from_pretrained(str(tmp_path)).eval()
     assert ours.config.rotary_dims == int(16 * rotary_pct) and ours.config.parallel_residual == parallel
     assert ours.config.rope_base == base
     idx = torch.randint(0, 96, (2, 48))
@@ -488,8 +489,8 @@ def test_pretrained_import_with_a_probe_keeps_the_base_model(tmp_path):
     transformers.GPT2LMHeadModel(
         transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32, vocab_size=50)
     ).save_pretrained(tmp_path)
-    plain = GPT.from_pretrained(str(tmp_path)).eval()
-    probe = GPT.from_pretrained(str(tmp_path), dict(content_skip=True, lora_rank=2)).eval()
+    plain = from_pretrained(str(tmp_path)).eval()
+    probe = from_pretrained(str(tmp_path), dict(content_skip=True, lora_rank=2)).eval()
     idx = torch.randint(0, 50, (1, 16))
     with torch.no_grad():
         for block in probe.transformer.h:
@@ -503,11 +504,10 @@ def test_pretrained_import_with_a_probe_keeps_the_base_model(tmp_path):
 def test_mlp_width_ablation_arms_have_the_official_widths(name, hidden):
     from pathlib import Path
 
-    import train
     from configurator import parse
 
     root = Path(__file__).resolve().parents[1]
-    _, model_cfg = parse([str(root / f"config/owt_mlp{name}.py")], train.TrainConfig, GPTConfig)
+    _, model_cfg = parse([str(root / f"config/owt_mlp{name}.py")], TrainConfig, GPTConfig)
     assert model_cfg.query_mode == "linear" and model_cfg.mlp_hidden == hidden
     with torch.device("meta"):
         assert GPT(model_cfg).num_params() == expected_non_embedding_params(768, 12, hidden, "linear")
@@ -606,7 +606,7 @@ def test_a_gpt2_config_with_every_optional_key_absent_takes_gpt2s_own_defaults(t
     torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**sizes)).eval()
     path = minimal_hf_dir(tmp_path, hf, sizes)
-    ours = GPT.from_pretrained(str(path)).eval()
+    ours = from_pretrained(str(path)).eval()
     c = ours.config
     assert (c.activation, c.mlp_hidden, c.norm_eps, c.tie_embeddings, c.bias) == ("gelu_tanh", 128, 1e-5, True, True)
     assert c.scale == 1 / math.sqrt(8)
@@ -626,7 +626,7 @@ def test_a_neox_config_with_every_optional_key_absent_takes_neoxs_own_defaults(t
     torch.manual_seed(0)
     hf = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**sizes)).eval()
     path = minimal_hf_dir(tmp_path, hf, sizes)
-    ours = GPT.from_pretrained(str(path)).eval()
+    ours = from_pretrained(str(path)).eval()
     c = ours.config
     assert (c.rotary_dims, c.rope_base, c.activation, c.parallel_residual) == (4, 10000.0, "gelu", True)
     assert (c.tie_embeddings, c.norm_eps, c.bias) == (False, 1e-5, True)
@@ -656,7 +656,7 @@ def test_an_option_the_model_lacks_is_refused_not_dropped(tmp_path, model_type, 
         hf = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**sizes, **change))
     hf.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=f"does not describe a model here.*{re.escape(words)}"):
-        GPT.from_pretrained(str(tmp_path))
+        from_pretrained(str(tmp_path))
 
 
 def test_a_config_json_that_no_memory_holds_is_refused_at_once(tmp_path):
@@ -672,6 +672,6 @@ def test_a_config_json_that_no_memory_holds_is_refused_at_once(tmp_path):
         (d / "config.json").write_text(json.dumps(c))
         (d / "model.safetensors").write_bytes(b"not read")
     with pytest.raises(ValueError, match="n_layer=200000 is invalid: it must be <= 4096"):
-        GPT.from_pretrained(str(deep))
+        from_pretrained(str(deep))
     with pytest.raises(ConfigError, match=r"need [\d,.]+ GiB, more than the [\d,.]+ GiB free on cpu"):
-        GPT.from_pretrained(str(wide))
+        from_pretrained(str(wide))

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from model import GPT, GPTConfig
+from nlq.interop.importers import from_pretrained
 
 transformers = pytest.importorskip("transformers")
 
@@ -27,10 +28,10 @@ def gpt2_dir(tmp_path_factory):
 
 
 def test_from_pretrained_and_generate_as_nanogpts_sample_py_calls_them(gpt2_dir):
-    """sample.py: GPT.from_pretrained(init_from, dict(dropout=0.0)), then model.generate(x, max_new_tokens,
+    """sample.py: from_pretrained(init_from, dict(dropout=0.0)), then model.generate(x, max_new_tokens,
     temperature=temperature, top_k=top_k)."""
     path, hf = gpt2_dir
-    model = GPT.from_pretrained(str(path), dict(dropout=0.0))
+    model = from_pretrained(str(path), dict(dropout=0.0))
     model.eval()
     x = torch.randint(0, 101, (2, 10), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

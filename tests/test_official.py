@@ -12,16 +12,18 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from helpers import error_of, records, tiny_args
+from helpers import compare_main, error_of, records, sample_main, tiny_args, train_main, zeroshot_main
 
-import sample
-import train
 from model import GPT, GPTConfig
 from nlq.common.errors import UserError
+from nlq.comparison.compare import Run
 from nlq.data.loader import TrainBatches
 from nlq.paper import official
 from nlq.run import checkpoint
-from train import TrainConfig, make_optimizer
+from nlq.run.config import TrainConfig
+from nlq.run.inputs import evaluation_windows, open_data
+from nlq.run.step import make_optimizer
+from nlq.run.trainer import Trainer
 
 MODES = ["original", "identity", "residual", "residual_gelu"]
 OURS = {  # the official names of the query modules -> this project's
@@ -222,7 +224,7 @@ def test_a_foreign_or_incomplete_official_checkpoint_is_one_line(tmp_path, chang
     if words == "truncated":
         (tmp_path / "ckpt.pt").write_bytes((tmp_path / "ckpt.pt").read_bytes()[:5000])
     before = (tmp_path / "ckpt.pt").read_bytes()
-    message = error_of([f"--init_from={tmp_path / 'ckpt.pt'}", "--max_new_tokens=2"], main=sample.main)
+    message = error_of([f"--init_from={tmp_path / 'ckpt.pt'}", "--max_new_tokens=2"], main=sample_main)
     assert words in message and (tmp_path / "ckpt.pt").read_bytes() == before
 
 
@@ -232,17 +234,15 @@ def test_sample_and_an_official_run_directory(tmp_path, capsys):
     write_official(tmp_path / "ckpt_50000.pt", a, trained=False)
     write_official(tmp_path / "ckpt.pt", a, trained=False, iter_num=60000)
     common = ["--num_samples=1", "--max_new_tokens=3", "--start=Hello", "--device=cpu", "--compile=False"]
-    sample.main([f"--init_from={tmp_path / 'ckpt_50000.pt'}", *common])
-    sample.main([f"--out_dir={tmp_path}", *common])
+    sample_main([f"--init_from={tmp_path / 'ckpt_50000.pt'}", *common])
+    sample_main([f"--out_dir={tmp_path}", *common])
     assert capsys.readouterr().out.count("Hello") == 2
     import json
-
-    import zeroshot
 
     (tmp_path / "lambada.jsonl").write_text(json.dumps({"text": "the cat sat on the mat"}) + "\n")
     out = tmp_path / "eval.json"
     args = [f"--init_from={tmp_path / 'ckpt.pt'}", "--tasks=lambada", f"--lambada_file={tmp_path / 'lambada.jsonl'}"]
-    zeroshot.main([*args, f"--out={out}", "--device=cpu"])
+    zeroshot_main([*args, f"--out={out}", "--device=cpu"])
     assert json.loads(out.read_text())["results"]["lambada"]["n"] == 1
 
 
@@ -251,7 +251,7 @@ def test_train_starts_from_an_official_checkpoint_and_continues_its_step(char_da
     a["block_size"] = 32
     write_official(tmp_path / "official.pt", a)
     args = tiny_args(char_data, tmp_path / "run", max_iters=3004, lr_decay_iters=3004, eval_interval=2)
-    train.main([*args, f"--init_from={tmp_path / 'official.pt'}", "--init_continue=True"])
+    train_main([*args, f"--init_from={tmp_path / 'official.pt'}", "--init_continue=True"])
     assert f"continuing the AdamW state and step of {tmp_path / 'official.pt'} at step 3000" in capsys.readouterr().out
     steps = sorted(records(tmp_path / "run", "loss"))
     assert steps == [3000, 3001, 3002, 3003]
@@ -260,7 +260,7 @@ def test_train_starts_from_an_official_checkpoint_and_continues_its_step(char_da
     states = saved["optimizer"]["state"]
     assert all(int(s["step"]) == 1 + 4 for s in states.values())  # its one step, then ours 3000..3003
     fresh = tmp_path / "fresh"
-    train.main([*tiny_args(char_data, fresh, max_iters=1), f"--init_from={tmp_path / 'official.pt'}"])
+    train_main([*tiny_args(char_data, fresh, max_iters=1), f"--init_from={tmp_path / 'official.pt'}"])
     assert sorted(records(fresh, "loss")) == [0]
 
 
@@ -302,8 +302,8 @@ def test_official_evaluations_read_its_kth_rows(char_data, tmp_path, monkeypatch
         seen.append((tokens is self.data.val, offsets.copy()))
         return 1.0
 
-    monkeypatch.setattr(train.Trainer, "evaluate", fake_evaluate)
-    train.main(tiny_args(char_data, tmp_path, eval_order="official", eval_iters=600, max_iters=4))
+    monkeypatch.setattr(Trainer, "evaluate", fake_evaluate)
+    train_main(tiny_args(char_data, tmp_path, eval_order="official", eval_iters=600, max_iters=4))
     gen = torch.Generator().manual_seed(42)
     n_train, n_val = (len(np.memmap(char_data / f"{s}.bin", dtype=np.uint16)) for s in ("train", "val"))
     train_rows = torch.randint(n_train - 1024, (600, 2400), generator=gen).numpy()
@@ -342,24 +342,23 @@ def our_run(run_dir, vals):
 
 
 def test_compare_overlays_an_official_run_as_an_arm_and_baseline(tmp_path, capsys):
-    import compare
 
     write_official_logs(tmp_path / "official", {0: 10.9, 1: 10.5, 2000: 4.0}, [10.95, 4.5, 4.0])
     our_run(tmp_path / "ours", {0: 10.9, 1000: 4.4, 2000: 3.96})
-    compare.main([str(tmp_path / "ours"), f"--reference={tmp_path / 'official'}:paper", "--baseline=paper", "--png="])
+    compare_main([str(tmp_path / "ours"), f"--reference={tmp_path / 'official'}:paper", "--baseline=paper", "--png="])
     out = capsys.readouterr().out
     assert "validation loss at step 2000" in out  # its rows 0..2 are steps 0, 1000, 2000
     assert "| paper | — | 4.0000 | 1 | +0.00% |" in out
     assert "| nlq | 0.00M | 3.9600 | 1 | +1.00% |" in out  # (4 - 3.96) / 4
     assert "one micro-batch's" in out
     assert "steps 0..1 (2 in common): last micro-batch loss minus its logged loss, mean |d| 0.2000, max 0.3000" in out
-    run = compare.Run.from_official(str(tmp_path / "official"))
+    run = Run.from_official(str(tmp_path / "official"))
     assert run.arm == "official" and sorted(run.steps) == [0, 1, 2000] and run.steps[1]["loss"] == pytest.approx(10.5)
     assert run.evals[1000]["tokens"] == 1000 * 491_520 and run.evals[1000]["train_eval_loss"] == pytest.approx(4.49)
     a = official_args("identity", tied=False)  # its ckpt.pt beside the logs gives the parameter count
     write_official(tmp_path / "official" / "ckpt.pt", a, trained=False)
     n = 2 * (3 * 32 * 32 + 2 * 32 * 128 + 2 * 32) + 32 + 96 * 32  # blocks (K/V + proj, MLP, 2 LN), ln_f, untied head
-    assert compare.Run.from_official(str(tmp_path / "official")).non_embedding_params() == n
+    assert Run.from_official(str(tmp_path / "official")).non_embedding_params() == n
 
 
 def edit_log(path, change):
@@ -382,7 +381,6 @@ def edit_log(path, change):
 )
 def test_a_damaged_official_log_is_one_line(tmp_path, damage, words):
     """Never truncated by zip, never a row dropped silently because its count is NaN or negative."""
-    import compare
 
     write_official_logs(tmp_path / "official", {0: 10.9}, [10.95, 4.5, 4.0])
     log = tmp_path / "official" / "eval_val_tensor.pt"
@@ -406,20 +404,19 @@ def test_a_damaged_official_log_is_one_line(tmp_path, damage, words):
                 (torch.tensor([1]), torch.tensor([0])), torch.tensor(math.nan if "NaN" in damage else -200.0)
             ),
         )
-    message = error_of([f"--reference={tmp_path / 'official'}", "--png="], main=compare.main)
+    message = error_of([f"--reference={tmp_path / 'official'}", "--png="], main=compare_main)
     assert re.search(words, message), message  # the exception's class named when a file cannot be read
 
 
 def test_an_unwritten_train_eval_row_is_no_loss_of_zero(tmp_path):
-    import compare
 
     write_official_logs(tmp_path / "official", {0: 10.9}, [10.95, 4.5])
     edit_log(tmp_path / "official" / "eval_train_tensor.pt", lambda t: t.index_fill_(0, torch.tensor([1]), 0.0))
-    run = compare.Run.from_official(str(tmp_path / "official"))
+    run = Run.from_official(str(tmp_path / "official"))
     assert run.evals[1000]["val_loss"] == pytest.approx(4.5) and math.isnan(run.evals[1000]["train_eval_loss"])
     one_batch = torch.tensor([[1.0, 4.49, 0.0]])  # (count, mean, std) of an evaluation of eval_iters=1
     edit_log(tmp_path / "official" / "eval_train_tensor.pt", lambda t: t.index_copy_(0, torch.tensor([1]), one_batch))
-    run = compare.Run.from_official(str(tmp_path / "official"))
+    run = Run.from_official(str(tmp_path / "official"))
     assert run.evals[1000]["train_eval_loss"] == pytest.approx(4.49)
 
 
@@ -459,7 +456,7 @@ def test_prepare_writes_the_bytes_of_nanogpts_openwebtext_procedure(tmp_path):
 def test_the_last_micro_batchs_loss_is_logged_as_the_official_code_logs_a_steps(char_data, tmp_path):
     """Step 0's record holds the mean over its 4 micro-batches and the loss of the last one alone, which is
     what the official train.py logs: both recomputed here from the same initial weights and batches."""
-    train.main(tiny_args(char_data, tmp_path, max_iters=1, init_order="official", seed=5))
+    train_main(tiny_args(char_data, tmp_path, max_iters=1, init_order="official", seed=5))
     rec = records(tmp_path, "loss")[0]
     cfg = GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=32, vocab_size=65)
     model = GPT(cfg)
@@ -544,13 +541,13 @@ def test_its_own_index_files_beside_the_bins_are_used_and_checked(char_data, tmp
     table[:6] = rows
     table.flush()
     cfg = dict(dataset=str(data), sampling="official", batch_size=12)
-    batches = train.open_data(TrainConfig(**cfg, max_iters=6), 8).batches
+    batches = open_data(TrainConfig(**cfg, max_iters=6), 8).batches
     assert np.array_equal(batches.offsets(5), rows[5]) and np.array_equal(batches.offsets(4), rows[4])
     table[5, 100] = (table[5, 100] + 1) % (n_train - 1024)  # one offset of row 5 changed, still in range
     table.flush()
     with pytest.raises(UserError, match="row 5 differs from the official draw for these bins"):
-        train.open_data(TrainConfig(**cfg, max_iters=6), 8)
-    assert train.open_data(TrainConfig(**cfg, max_iters=5), 8)  # a run of 5 steps never reads row 5
+        open_data(TrainConfig(**cfg, max_iters=6), 8)
+    assert open_data(TrainConfig(**cfg, max_iters=5), 8)  # a run of 5 steps never reads row 5
     table[0] += 1  # drawn over other token counts
     table.flush()
     del table
@@ -573,25 +570,25 @@ def test_a_prefix_of_its_index_file_serves_the_steps_it_covers_and_every_offset_
     rows = torch.randint(n_train - 1024, (6, 480), generator=torch.Generator().manual_seed(42)).numpy()
     np.save(data / "train_indices.npy", rows)
     cfg = dict(dataset=str(data), sampling="official", batch_size=12)
-    batches = train.open_data(TrainConfig(**cfg, max_iters=6), 8).batches
+    batches = open_data(TrainConfig(**cfg, max_iters=6), 8).batches
     assert np.array_equal(batches.offsets(5), rows[5])
     with pytest.raises(UserError, match="holds the first 6 rows of the official indices, the run needs 7"):
-        train.open_data(TrainConfig(**cfg, max_iters=7), 8)
+        open_data(TrainConfig(**cfg, max_iters=7), 8)
     for bad in (-1, n_train - 1024):  # one below 0, one past the last window's start
         damaged = rows.copy()
         damaged[4, 100] = bad
         np.save(data / "train_indices.npy", damaged)
         planted = f"holds offsets from {bad} to" if bad < 0 else f"to {bad}, outside 0..{bad - 1}"
         with pytest.raises(UserError, match=planted):
-            train.open_data(TrainConfig(**cfg, max_iters=6), 8)
+            open_data(TrainConfig(**cfg, max_iters=6), 8)
 
 
 def test_the_replayed_run_resumes_bit_for_bit_and_its_fingerprints_are_its_rows(char_data, tmp_path):
     official_run = dict(sampling="official", eval_order="official", init_order="official", batch_size=12)
     shape = dict(block_size=8, gradient_accumulation_steps=40, eval_iters=200, max_iters=6, eval_interval=3)
-    train.main(tiny_args(char_data, tmp_path / "full", **official_run, **shape))
-    train.main(tiny_args(char_data, tmp_path / "split", **official_run, **{**shape, "max_iters": 3}))
-    train.main(tiny_args(char_data, tmp_path / "split", init_from="resume", **official_run, **shape))
+    train_main(tiny_args(char_data, tmp_path / "full", **official_run, **shape))
+    train_main(tiny_args(char_data, tmp_path / "split", **official_run, **{**shape, "max_iters": 3}))
+    train_main(tiny_args(char_data, tmp_path / "split", init_from="resume", **official_run, **shape))
     full, split = records(tmp_path / "full", "loss"), records(tmp_path / "split", "loss")
     assert [full[s]["loss"] for s in range(6)] == [split[s]["loss"] for s in range(6)]
     assert records(tmp_path / "full", "val_loss") == records(tmp_path / "split", "val_loss")
@@ -622,16 +619,16 @@ def test_the_official_evaluation_tables_hold_600_evaluations_and_1024_token_wind
     block_size 1024 fits and 1025 does not; n_eval must be its 2400 rows exactly."""
     n = 5000  # tokens per split: more than one window
     cfg = dict(eval_order="official", eval_interval=10, eval_iters=200, batch_size=12)
-    train.evaluation_windows(TrainConfig(**cfg, max_iters=5990), 1024, n, n, "")
+    evaluation_windows(TrainConfig(**cfg, max_iters=5990), 1024, n, n, "")
     with pytest.raises(ValueError, match="holds 600 evaluations, fewer than max_iters / eval_interval"):
-        train.evaluation_windows(TrainConfig(**cfg, max_iters=6000), 1024, n, n, "")
+        evaluation_windows(TrainConfig(**cfg, max_iters=6000), 1024, n, n, "")
     with pytest.raises(ValueError, match=r"block_size <= 1024 \(it is 1025\)"):
-        train.evaluation_windows(TrainConfig(**cfg, max_iters=10), 1025, n, n, "")
+        evaluation_windows(TrainConfig(**cfg, max_iters=10), 1025, n, n, "")
     with pytest.raises(ValueError, match="more than 1024 tokens per split"):
-        train.evaluation_windows(TrainConfig(**cfg, max_iters=10), 8, 1024, 1024, "")
-    train.evaluation_windows(TrainConfig(**cfg, max_iters=10), 8, 1025, 1025, "")
+        evaluation_windows(TrainConfig(**cfg, max_iters=10), 8, 1024, 1024, "")
+    evaluation_windows(TrainConfig(**cfg, max_iters=10), 8, 1025, 1025, "")
     with pytest.raises(ValueError, match="replays the official 2400 rows, this run has 2412"):
-        train.evaluation_windows(TrainConfig(**{**cfg, "eval_iters": 201}, max_iters=10), 8, n, n, "")
+        evaluation_windows(TrainConfig(**{**cfg, "eval_iters": 201}, max_iters=10), 8, n, n, "")
 
 
 def test_an_official_index_file_holds_at_most_its_full_count_of_rows(tmp_path):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from model import GPT
 from nlq.common import hub
 from nlq.common.errors import UserError
 from nlq.data import tokenizer
 from nlq.eval import taskdata
+from nlq.interop.importers import from_pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_every_hub_fallback_asks_first(fresh_probe, monkeypatch, tmp_path):
     asked = []
     monkeypatch.setattr(hub, "reachable", lambda: asked.append(1) or False)
     with pytest.raises(ValueError, match="cannot load pretrained weights 'no-such-owner/model'"):
-        GPT.from_pretrained("no-such-owner/model")
+        from_pretrained("no-such-owner/model")
     assert len(asked) == 1
     tokenizer.hf_tokenizer.cache_clear()
     with pytest.raises(UserError, match="cannot load the tokenizer"):

@@ -8,14 +8,25 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, killed_at_random, records, snapshot, tiny_args, torchrun
+from helpers import (
+    bench_main,
+    error_of,
+    export_main,
+    killed_at_random,
+    records,
+    sample_main,
+    snapshot,
+    tiny_args,
+    torchrun,
+    train_main,
+)
 
-import bench
-import export
-import sample
-import train
 from model import GPT, GPTConfig
+from nlq.interop.importers import from_pretrained
 from nlq.run import checkpoint, memory, parallel
+from nlq.run.config import TrainConfig
+from nlq.run.export import export
+from nlq.run.step import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +74,7 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients(every):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["linear", "residual_gelu"])
 def test_fsdp_ddp_and_one_process_train_on_the_same_batches_to_the_same_losses(char_data, tmp_path, mode):
-    train.main(tiny_args(char_data, tmp_path / "one", query_mode=mode, max_iters=5))
+    train_main(tiny_args(char_data, tmp_path / "one", query_mode=mode, max_iters=5))
     torchrun(ROOT / "train.py", tiny_args(char_data, tmp_path / "ddp", query_mode=mode, max_iters=5), 300)
     fsdp(char_data, tmp_path / "fsdp", query_mode=mode, max_iters=5)
     one = records(tmp_path / "one", "loss")
@@ -83,7 +94,7 @@ def test_fsdp_ddp_and_one_process_train_on_the_same_batches_to_the_same_losses(c
 @pytest.mark.slow
 def test_fsdp_with_every_addition_activation_checkpointing_and_compile_matches_one_process(char_data, tmp_path):
     extra = dict(query_mode="identity", preproj=True, content_skip=True, lora_rank=2, n_kv_head=1, max_iters=4)
-    train.main(tiny_args(char_data, tmp_path / "one", **extra))
+    train_main(tiny_args(char_data, tmp_path / "one", **extra))
     fsdp(char_data, tmp_path / "fsdp", activation_checkpointing=True, **extra)
     assert_same_losses(tmp_path / "fsdp", tmp_path / "one", 1e-5)
     fsdp(char_data, tmp_path / "compiled", activation_checkpointing=True, compile=True, **extra)
@@ -113,11 +124,11 @@ def test_the_frozen_probe_under_fsdp_trains_only_the_new_parameters(char_data, t
     )
     hf.save_pretrained(tmp_path / "gpt2")
     probe = dict(init_from=tmp_path / "gpt2", freeze_pretrained=True, preproj=True, lora_rank=2, max_iters=4)
-    train.main(tiny_args(char_data, tmp_path / "one", **probe))
+    train_main(tiny_args(char_data, tmp_path / "one", **probe))
     fsdp(char_data, tmp_path / "fsdp", **probe)
     assert_same_losses(tmp_path / "fsdp", tmp_path / "one", 1e-5)
     model, ckpt = checkpoint.load_model(checkpoint.latest(tmp_path / "fsdp"))
-    before = GPT.from_pretrained(str(tmp_path / "gpt2")).state_dict()
+    before = from_pretrained(str(tmp_path / "gpt2")).state_dict()
     after = model.state_dict()
     assert all(torch.equal(after[k], before[k]) for k in before if not GPT.is_added(k))
     assert any(not torch.equal(after[k], before.get(k, after[k] * 0)) for k in after if GPT.is_added(k))
@@ -129,30 +140,30 @@ def test_a_sharded_checkpoint_resumes_on_another_world_size_and_exports(char_dat
     fsdp(char_data, tmp_path / "whole", max_iters=8, **common)
     # 2 processes -> 1 process, both sharded checkpoints
     fsdp(char_data, tmp_path / "two_one", max_iters=4, **common)
-    train.main(tiny_args(char_data, tmp_path / "two_one", parallelism="fsdp", init_from="resume", **common))
+    train_main(tiny_args(char_data, tmp_path / "two_one", parallelism="fsdp", init_from="resume", **common))
     assert_same_losses(tmp_path / "two_one", tmp_path / "whole", 1e-6)
     # 1 process -> 2 processes
-    train.main(tiny_args(char_data, tmp_path / "one_two", parallelism="fsdp", max_iters=4, **common))
+    train_main(tiny_args(char_data, tmp_path / "one_two", parallelism="fsdp", max_iters=4, **common))
     fsdp(char_data, tmp_path / "one_two", init_from="resume", **common)
     assert_same_losses(tmp_path / "one_two", tmp_path / "whole", 1e-6)
-    sample.main([f"--out_dir={tmp_path / 'one_two'}", "--device=cpu", "--num_samples=1", "--max_new_tokens=8"])
+    sample_main([f"--out_dir={tmp_path / 'one_two'}", "--device=cpu", "--num_samples=1", "--max_new_tokens=8"])
     assert not (tmp_path / "one_two" / checkpoint.CHECKPOINT).exists()  # sampled from the shards themselves
     # a single file (one process, DDP's format) -> FSDP on 2 processes
-    train.main(tiny_args(char_data, tmp_path / "file", max_iters=4, **common))
+    train_main(tiny_args(char_data, tmp_path / "file", max_iters=4, **common))
     fsdp(char_data, tmp_path / "file", init_from="resume", **common)
     assert_same_losses(tmp_path / "file", tmp_path / "whole", 1e-6)
     assert checkpoint.latest(tmp_path / "file").name == "step_000008"  # the newer of the two formats
 
     # the export: one file with the same weights, which samples and resumes as a one-process run
-    written = export.export(tmp_path / "whole")
+    written = export(tmp_path / "whole")
     single = checkpoint.load(written, ("model", "optimizer", "iter_num"))
     sharded, _ = checkpoint.load_model(checkpoint.sharded_latest(tmp_path / "whole"))
     assert single["iter_num"] == 8
     assert all(torch.equal(single["model"][k], v) for k, v in sharded.state_dict().items())
-    sample.main([f"--out_dir={tmp_path / 'whole'}", "--device=cpu", "--num_samples=1", "--max_new_tokens=8"])
+    sample_main([f"--out_dir={tmp_path / 'whole'}", "--device=cpu", "--num_samples=1", "--max_new_tokens=8"])
     assert "tokens/s" in capsys.readouterr().out
     assert checkpoint.latest(tmp_path / "whole").name == checkpoint.CHECKPOINT  # the file wins a tie
-    train.main(tiny_args(char_data, tmp_path / "whole", init_from="resume", max_iters=9, **common))
+    train_main(tiny_args(char_data, tmp_path / "whole", init_from="resume", max_iters=9, **common))
     assert 8 in losses(tmp_path / "whole")
 
 
@@ -190,17 +201,17 @@ def test_sigkill_during_sharded_saves_leaves_the_previous_checkpoint_loadable(tm
 def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
     assert "parallelism='zero'" in error_of(tiny_args(char_data, tmp_path, parallelism="zero"))
     assert "--dtype=bfloat16" in error_of(tiny_args(char_data, tmp_path, parallelism="fsdp", dtype="float16"))
-    train.main(tiny_args(char_data, tmp_path / "run", parallelism="fsdp", max_iters=4))
+    train_main(tiny_args(char_data, tmp_path / "run", parallelism="fsdp", max_iters=4))
     pointer = tmp_path / "run" / checkpoint.SHARDED / checkpoint.LATEST
     assert "--init_from=resume" in error_of(tiny_args(char_data, tmp_path / "run"))  # nothing is overwritten
-    train.main(tiny_args(char_data, tmp_path / "run", init_from="resume"))  # on as DDP: ckpt.pt at step 8
+    train_main(tiny_args(char_data, tmp_path / "run", init_from="resume"))  # on as DDP: ckpt.pt at step 8
     before = snapshot(tmp_path / "run")
-    assert "newer than the sharded step 4" in error_of([f"--out_dir={tmp_path / 'run'}"], main=export.main)
+    assert "newer than the sharded step 4" in error_of([f"--out_dir={tmp_path / 'run'}"], main=export_main)
     assert snapshot(tmp_path / "run") == before
     pointer.write_text("{")  # a damaged pointer hides no step: the steps themselves are found
     assert checkpoint.latest(tmp_path / "run").name == checkpoint.CHECKPOINT
     assert checkpoint.latest(tmp_path / "run", sharded=True).name == "step_000004"
-    assert "holds no sharded checkpoint" in error_of([f"--out_dir={tmp_path / 'nothing'}"], main=export.main)
+    assert "holds no sharded checkpoint" in error_of([f"--out_dir={tmp_path / 'nothing'}"], main=export_main)
 
 
 # ---- the memory estimate ----------------------------------------------------------------------------
@@ -221,13 +232,13 @@ def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
 def test_the_dry_run_estimate_is_within_10_percent_of_measured_cpu_allocations(mode, checkpointing, vocab):
     model_cfg = GPTConfig(n_layer=4, n_head=4, n_embd=128, block_size=256, vocab_size=vocab, query_mode=mode)
     batch = 8 if vocab == 512 else 16
-    cfg = train.TrainConfig(batch_size=batch, gradient_accumulation_steps=1, dtype="float32")
+    cfg = TrainConfig(batch_size=batch, gradient_accumulation_steps=1, dtype="float32")
     cfg.activation_checkpointing, cfg.checkpoint_every = bool(checkpointing), max(checkpointing, 1)
     torch.manual_seed(0)
     model = GPT(model_cfg)
     if checkpointing:
         parallel.checkpoint_activations(model, checkpointing)
-    optimizer = train.make_optimizer(model, cfg, "cpu")
+    optimizer = make_optimizer(model, cfg, "cpu")
     x = torch.randint(0, vocab, (batch, 256))
     model(x, x)[1].backward()
     optimizer.step()  # AdamW's state now exists, as in training
@@ -242,7 +253,7 @@ def test_the_dry_run_estimate_is_within_10_percent_of_measured_cpu_allocations(m
 
 
 def test_dry_run_prints_the_ladder_memory_and_fsdp_shards_it(capsys):
-    train.main(["config/owt_xl_nlq.py", "--dry_run=8"])
+    train_main(["config/owt_xl_nlq.py", "--dry_run=8"])
     out = capsys.readouterr().out
     assert "GiB per GPU on 8 GPUs" in out
     rows = {line.split("|")[1].strip(): line.split("|")[2:4] for line in out.splitlines() if line.startswith("| ")}
@@ -264,7 +275,7 @@ def test_bench_times_the_training_step_of_each_mode_under_fsdp(tmp_path):
     steps = zip(ident["train_step_s"]["samples"], lin["train_step_s"]["samples"])
     assert ident["train_ratio"]["samples"] == [a / b for a, b in steps]
     assert ident["decode_tokens_per_s"] is None  # a sharded model's decoding is not timed
-    assert "needs processes" in error_of([*args, "--parallelism=fsdp"], main=bench.main)
+    assert "needs processes" in error_of([*args, "--parallelism=fsdp"], main=bench_main)
 
 
 @pytest.mark.slow
@@ -281,7 +292,7 @@ def test_a_ladder_config_trains_under_torchrun_at_a_small_shape(char_data, tmp_p
 
 
 def test_sharded_saves_keep_only_the_newest_step_and_the_kept_ones(char_data, tmp_path):
-    train.main(tiny_args(char_data, tmp_path / "kept", parallelism="fsdp", max_iters=12, keep_checkpoints=(4,)))
+    train_main(tiny_args(char_data, tmp_path / "kept", parallelism="fsdp", max_iters=12, keep_checkpoints=(4,)))
     assert sorted(d.name for d in (tmp_path / "kept" / checkpoint.SHARDED).iterdir() if d.is_dir()) == [
         "step_000004",
         "step_000012",
@@ -319,20 +330,20 @@ def test_gradients_cross_processes_on_the_last_micro_step_only(char_data, tmp_pa
         return real(model, cfg, distributed, last)
 
     monkeypatch.setattr(parallel, "micro_step", micro_step)
-    train.main(tiny_args(char_data, tmp_path, max_iters=2, gradient_accumulation_steps=3))
+    train_main(tiny_args(char_data, tmp_path, max_iters=2, gradient_accumulation_steps=3))
     assert marks == [False, False, True] * 2
     for parallelism, expected in [
         ("ddp", [["no_sync"], ["no_sync"], []]),
         ("fsdp", [["sync=False", "reshard=False"], ["sync=False", "reshard=False"], ["sync=True", "reshard=True"]]),
     ]:
-        cfg = train.TrainConfig(parallelism=parallelism)
+        cfg = TrainConfig(parallelism=parallelism)
         seen = []
         for micro in range(3):
             model = RecordingWrapper()
             with real(model, cfg, True, micro == 2):
                 seen.append(model.requested)
         assert seen == expected, parallelism
-    cfg = train.TrainConfig(parallelism="fsdp", reshard_micro_steps=True)
+    cfg = TrainConfig(parallelism="fsdp", reshard_micro_steps=True)
     with real(model := RecordingWrapper(), cfg, True, False):
         assert model.requested == ["sync=False", "reshard=True"]
 

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import Successor, encode_chars
+from helpers import Successor, analyze_skip_main, encode_chars, train_main, zeroshot_main
 
-import analyze_skip
-import train
-import zeroshot
 from configurator import parse
 from model import GPT, GPTConfig
 from nlq.data.dataset import DataError, open_split, write_dataset
 from nlq.data.tokenizer import EOT, gpt2_encoding
 from nlq.eval import scoring, taskdata
+from nlq.inference.zeroshot import lambada, multiple_choice, paper_cut, perplexity
+from nlq.interop.importers import from_pretrained
 from nlq.run import checkpoint
+from nlq.run.config import TrainConfig
 
 transformers = pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,36 +89,36 @@ def probe_args(data_dir, out_dir, init_from, **kw):
 @pytest.mark.parametrize("kind", ["gpt2", "neox"])
 def test_frozen_probe_trains_only_the_new_parameters(data_dir, tmp_path, kind, capsys):
     path = pretrained(tmp_path, kind)
-    train.main(probe_args(data_dir, tmp_path / "run", path))
+    train_main(probe_args(data_dir, tmp_path / "run", path))
     assert "trainable" in capsys.readouterr().out
-    before = GPT.from_pretrained(str(path)).state_dict()
+    before = from_pretrained(str(path)).state_dict()
     after = checkpoint.load(tmp_path / "run" / "ckpt.pt")["model"]
     frozen = [k for k in after if not GPT.is_added(k)]
     added = [k for k in after if GPT.is_added(k)]
     assert frozen and added
     assert all(torch.equal(after[k], before[k]) for k in frozen)
-    fresh = GPT.from_pretrained(str(path), dict(preproj=True, content_skip=True))
+    fresh = from_pretrained(str(path), dict(preproj=True, content_skip=True))
     assert all(after[k].shape == fresh.state_dict()[k].shape for k in added)
     assert not torch.equal(after["transformer.h.0.skip.weight"], torch.zeros_like(after["transformer.h.0.skip.weight"]))
 
-    train.main(probe_args(data_dir, tmp_path / "run", "resume", max_iters=5))  # resume keeps the import's shape
+    train_main(probe_args(data_dir, tmp_path / "run", "resume", max_iters=5))  # resume keeps the import's shape
     assert checkpoint.load(tmp_path / "run" / "ckpt.pt")["iter_num"] == 5
 
 
 def test_lora_probe_and_probe_errors(data_dir, tmp_path):
     path = pretrained(tmp_path, "gpt2")
-    train.main(probe_args(data_dir, tmp_path / "lora", path, preproj=False, content_skip=False, lora_rank=4))
+    train_main(probe_args(data_dir, tmp_path / "lora", path, preproj=False, content_skip=False, lora_rank=4))
     state = checkpoint.load(tmp_path / "lora" / "ckpt.pt")["model"]
     assert any("lora_attn" in k for k in state) and not any(".skip." in k for k in state)
     # On a bf16 base, LoRA's weights and AdamW state stay float32 (as PEFT keeps adapters); the rest is bf16.
     bf16 = probe_args(data_dir, tmp_path / "bf16", path, lora_rank=4, param_dtype="bfloat16")
-    train.main(bf16)
+    train_main(bf16)
     ckpt = checkpoint.load(tmp_path / "bf16" / "ckpt.pt")
     dtypes = {k: v.dtype for k, v in ckpt["model"].items() if v.is_floating_point()}
     assert all((d == torch.float32) == (".lora_" in k) for k, d in dtypes.items()), dtypes
     moments = [s["exp_avg"].dtype for s in ckpt["optimizer"]["state"].values()]
     assert torch.float32 in moments and torch.bfloat16 in moments  # LoRA's, and the pre-projection's and skip's
-    train.main([*bf16, "--init_from=resume", "--max_iters=5"])
+    train_main([*bf16, "--init_from=resume", "--max_iters=5"])
     assert checkpoint.load(tmp_path / "bf16" / "ckpt.pt")["iter_num"] == 5
 
     for args, message in [
@@ -126,14 +126,14 @@ def test_lora_probe_and_probe_errors(data_dir, tmp_path):
         (probe_args(data_dir, tmp_path / "b", path, preproj=False, content_skip=False), "leaves nothing to train"),
     ]:
         with pytest.raises(SystemExit) as e:
-            train.main(args)
+            train_main(args)
         assert message in str(e.value.code)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "config").glob("*.py")), ids=lambda p: p.stem)
 def test_every_config_file_parses_and_builds(path):
     """A renamed field, a bad value or an impossible shape in any shipped config fails here, not on a GPU."""
-    cfg, model_cfg = parse([str(path)], train.TrainConfig, GPTConfig)
+    cfg, model_cfg = parse([str(path)], TrainConfig, GPTConfig)
     if cfg.init_from == "scratch":
         with torch.device("meta"):
             assert GPT(model_cfg).num_params() > 0
@@ -144,7 +144,7 @@ def test_every_config_file_parses_and_builds(path):
 def test_scoring_on_items_with_known_answers():
     model = Successor()
     items = [{"text": "uvwxyz abc"}, {"text": "uvwxyz abd"}, {"text": "ghij klm"}]
-    assert zeroshot.lambada(model, encode_chars, items, batch_size=2) == {
+    assert lambada(model, encode_chars, items, batch_size=2) == {
         "acc": pytest.approx(1 / 3),
         "n": 3,
         "skipped": 0,
@@ -156,13 +156,13 @@ def test_scoring_on_items_with_known_answers():
         # one bad step (-20) against three in 14 characters (-60, but -4.3 per character)
         {"context": "mno", "endings": ["a", "pqrstuvwxyzaaa"], "label": 1},
     ]
-    result = zeroshot.multiple_choice(model, encode_chars, items, batch_size=3, protocol="standard")
+    result = multiple_choice(model, encode_chars, items, batch_size=3, protocol="standard")
     assert result == {"acc": 0.5, "acc_norm": 0.75, "n": 4}
     lines = ["the quick brown fox", "jumps over the lazy dog and a long tail " * 3]
-    ppl = zeroshot.perplexity(Successor(uniform=True), encode_chars, lines, max_len=20, batch_size=2)
+    ppl = perplexity(Successor(uniform=True), encode_chars, lines, max_len=20, batch_size=2)
     assert ppl["ppl"] == pytest.approx(27) and ppl["ppl_tokens"] == pytest.approx(27) and ppl["n"] == 2
     # 'abcdef' follows the successor rule: one bad step in 5 costs ~20 nats, averaged per line vs per token.
-    ppl = zeroshot.perplexity(model, encode_chars, ["abcdef", "abcdxf"], max_len=20, batch_size=2)
+    ppl = perplexity(model, encode_chars, ["abcdef", "abcdxf"], max_len=20, batch_size=2)
     assert math.log(ppl["ppl"]) == pytest.approx((0 + 40 / 5) / 2, rel=1e-3)
 
 
@@ -181,10 +181,10 @@ def test_probe_recipe_lines_and_bf16_parameters(tmp_path):
         "--max_iters=6", "--lr_decay_iters=6", "--eval_interval=3", "--eval_iters=1", "--device=cpu",
         "--compile=False", "--cpu_peak_flops=1e11", f"--out_dir={tmp_path / 'run'}",
     ]  # fmt: skip
-    train.main([*args[:-1], "--max_iters=3", args[-1]])
+    train_main([*args[:-1], "--max_iters=3", args[-1]])
     ckpt = checkpoint.load(tmp_path / "run" / "ckpt.pt")
     assert all(v.dtype == torch.bfloat16 for k, v in ckpt["model"].items() if v.is_floating_point())
-    train.main([*args, "--init_from=resume"])
+    train_main([*args, "--init_from=resume"])
     losses = [
         json.loads(x)["loss"] for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if '"loss"' in x
     ]
@@ -198,8 +198,8 @@ def test_the_papers_rule_is_mean_log_prob_per_token_not_sum_nor_per_character():
     The sums tie (the first wins), per character picks 0, per token (the paper) picks 1."""
     encode = lambda s: encode_chars(s.replace("_", ""))  # noqa: E731
     items = [{"context": "z", "endings": [" x" + "_" * 10, " abx"], "label": 1}]
-    paper = zeroshot.multiple_choice(Successor(), encode, items, batch_size=2, protocol="paper")
-    standard = zeroshot.multiple_choice(Successor(), encode, items, batch_size=2, protocol="standard")
+    paper = multiple_choice(Successor(), encode, items, batch_size=2, protocol="paper")
+    standard = multiple_choice(Successor(), encode, items, batch_size=2, protocol="standard")
     assert paper == {"acc": 1.0, "n": 1, "skipped": 0}
     assert standard == {"acc": 0.0, "acc_norm": 0.0, "n": 1}
 
@@ -246,14 +246,14 @@ def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
     for task, rows in files.items():
         (tmp_path / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         args.append(f"--{task}_file={tmp_path / f'{task}.jsonl'}")
-    zeroshot.main(args)
+    zeroshot_main(args)
     written = json.loads((tmp_path / "eval.json").read_text())
     assert written["protocol"] == "paper" and written["precision"] == "bfloat16"  # its code's weights
     results = written["results"]
     assert results["lambada"]["n"] == 2 and results["hellaswag"]["n"] == 1 and results["wikitext"]["n"] == 1
     assert results["wikitext"]["ppl"] > 1 and 0 <= results["arc_easy"]["acc"] <= 1
     assert "acc_norm" not in results["hellaswag"]  # the paper's code reports one accuracy
-    zeroshot.main([*args, "--protocol=standard", "--tasks=hellaswag"])
+    zeroshot_main([*args, "--protocol=standard", "--tasks=hellaswag"])
     written = json.loads((tmp_path / "eval.json").read_text())
     assert written["protocol"] == "standard" and {"acc", "acc_norm"} <= set(written["results"]["hellaswag"])
     assert written["precision"] == "float32"
@@ -261,7 +261,7 @@ def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
     (tmp_path / "bad.jsonl").write_text(json.dumps({"sentence": "x"}) + "\n")
     (tmp_path / "cut.jsonl").write_text('{"text": "a b"}\n{"text": \n{"text": "c d"}\n')
     small = pretrained(tmp_path, "gpt2")  # vocab 80: GPT-2 BPE ids do not fit
-    train.main(probe_args(data_dir, tmp_path / "run", small, max_iters=1, eval_interval=1))
+    train_main(probe_args(data_dir, tmp_path / "run", small, max_iters=1, eval_interval=1))
     datasets = pytest.importorskip("datasets")
 
     def offline(*a, **k):
@@ -280,7 +280,7 @@ def test_eval_cli_on_local_files(data_dir, tmp_path, monkeypatch):
         ([f"--out={tmp_path}"], "is a directory: name a file"),
     ]:
         with pytest.raises(SystemExit) as e:
-            zeroshot.main(args + extra)
+            zeroshot_main(args + extra)
         assert str(e.value.code).startswith("error: ") and "\n" not in str(e.value.code)
         assert message in str(e.value.code)
     assert (tmp_path / "eval.json").read_text() == before  # a failed evaluation overwrote nothing
@@ -329,20 +329,20 @@ def test_wikitext_prepare_from_local_files(tmp_path):
 
 def test_skip_norm_analysis(data_dir, tmp_path, capsys):
     path = pretrained(tmp_path, "gpt2")
-    train.main(probe_args(data_dir, tmp_path / "run", path, max_iters=1, eval_interval=1))
+    train_main(probe_args(data_dir, tmp_path / "run", path, max_iters=1, eval_interval=1))
     state = checkpoint.load(tmp_path / "run" / "ckpt.pt")["model"]
     capsys.readouterr()
-    analyze_skip.main([f"--out_dir={tmp_path / 'run'}", f"--png={tmp_path / 'n.png'}"])
+    analyze_skip_main([f"--out_dir={tmp_path / 'run'}", f"--png={tmp_path / 'n.png'}"])
     out = capsys.readouterr().out
     for i in range(2):
         assert f"| {i} | {state[f'transformer.h.{i}.skip.weight'].norm().item():.4f} |" in out
     assert (tmp_path / "n.png").read_bytes()[:4] == b"\x89PNG"
-    train.main(probe_args(data_dir, tmp_path / "plain", path, max_iters=1, eval_interval=1, content_skip=False))
+    train_main(probe_args(data_dir, tmp_path / "plain", path, max_iters=1, eval_interval=1, content_skip=False))
     with pytest.raises(SystemExit) as e:
-        analyze_skip.main([f"--out_dir={tmp_path / 'plain'}", "--png="])
+        analyze_skip_main([f"--out_dir={tmp_path / 'plain'}", "--png="])
     assert "has no content skip" in str(e.value.code)
     with pytest.raises(SystemExit) as e:
-        analyze_skip.main([f"--out_dir={tmp_path / 'run'}", f"--png={tmp_path / 'nowhere' / 'n.png'}"])
+        analyze_skip_main([f"--out_dir={tmp_path / 'run'}", f"--png={tmp_path / 'nowhere' / 'n.png'}"])
     assert str(e.value.code).startswith("error: --png") and "not writable" in str(e.value.code)
 
 
@@ -353,9 +353,9 @@ def test_the_official_codes_edge_rows_are_skipped_and_counted_under_the_paper_pr
     model = Successor()
     passages = [{"text": "uvwxyz abc"}, {"text": "nospace"}, {"text": "a" * 600 + " abc"}, {"text": "ghij klm"}]
     # kept: "uvwxyz abc" (z -> space -> a b c: right) and "ghij klm" (j -> k, not space: wrong)
-    assert zeroshot.lambada(model, encode_chars, passages, 2) == {"acc": 0.5, "n": 2, "skipped": 2}
+    assert lambada(model, encode_chars, passages, 2) == {"acc": 0.5, "n": 2, "skipped": 2}
     with pytest.raises(DataError, match="has no space"):
-        zeroshot.lambada(model, encode_chars, passages, 2, protocol="standard")
+        lambada(model, encode_chars, passages, 2, protocol="standard")
     rows = [
         {"question": "xyz", "choices": {"text": ["q", "a"], "label": ["A", "B"]}, "answerKey": "B"},
         {"question": "xyz", "choices": {"text": ["q", "a"], "label": ["A", "B"]}, "answerKey": "E"},
@@ -364,9 +364,9 @@ def test_the_official_codes_edge_rows_are_skipped_and_counted_under_the_paper_pr
     items = list(taskdata.items("arc_easy", str(tmp_path / "arc.jsonl"), protocol="paper"))
     assert items[1] == {"skip": "answerKey 'E' is not among the labels ['A', 'B']"}
     # xyz + " a": z -> space -> a, right; " q" is not
-    assert zeroshot.multiple_choice(model, encode_chars, items, 2) == {"acc": 1.0, "n": 1, "skipped": 1}
+    assert multiple_choice(model, encode_chars, items, 2) == {"acc": 1.0, "n": 1, "skipped": 1}
     with pytest.raises(DataError, match="answerKey 'E' is not among the labels"):
-        zeroshot.multiple_choice(model, encode_chars, items, 2, protocol="standard")
+        multiple_choice(model, encode_chars, items, 2, protocol="standard")
 
 
 def official_choice_scores(model, encode, context, endings):
@@ -399,7 +399,7 @@ def test_the_paper_protocol_scores_choices_in_bf16_and_cuts_the_text_at_512_toke
         expected = max(range(4), key=reference.__getitem__)
         for label in range(4):
             item = {"context": context, "endings": endings, "label": label}
-            got = zeroshot.multiple_choice(model, encode, [item], batch_size=4, protocol="paper")["acc"]
+            got = multiple_choice(model, encode, [item], batch_size=4, protocol="paper")["acc"]
             assert got == float(label == expected), (n_ctx, label, reference)
         if n_ctx == 515:
             assert reference == [0.0] * 4  # nothing of any ending is left: the first wins
@@ -415,11 +415,11 @@ def test_the_paper_protocols_512_token_rules_at_their_edge():
     its first 512 tokens, so a context of 510 keeps two ending tokens, 511 one, 512 none."""
     model = Successor()
     passages = [{"text": "a" * 508 + " bcd"}, {"text": "a" * 509 + " bcd"}]  # 508 + 4 (" bcd") = 512; 513
-    assert zeroshot.lambada(model, encode_chars, passages, 2)["skipped"] == 1
-    assert zeroshot.lambada(model, encode_chars, passages[:1], 2) == {"acc": 0.0, "n": 1, "skipped": 0}
+    assert lambada(model, encode_chars, passages, 2)["skipped"] == 1
+    assert lambada(model, encode_chars, passages[:1], 2) == {"acc": 0.0, "n": 1, "skipped": 0}
     ending = [7, 8]
     for n_ctx, kept in ((510, [7, 8]), (511, [7]), (512, []), (513, [])):
-        context, cut = zeroshot.paper_cut(list(range(n_ctx)), ending)
+        context, cut = paper_cut(list(range(n_ctx)), ending)
         assert (len(context), cut) == (min(n_ctx, 512), kept)
 
 

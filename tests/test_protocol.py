@@ -9,12 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import tiny_args
+from helpers import tiny_args, train_main
 
-import compare
-import train
 from model import GPT, GPTConfig
 from nlq.comparison import tuning
+from nlq.comparison.compare import Run, fingerprint_report
+from nlq.run.config import TrainConfig
+from nlq.run.inputs import evaluation_windows, open_data
 
 SMALL = dict(n_layer=2, n_head=4, n_embd=32, block_size=16, vocab_size=40)
 ARMS = [
@@ -64,27 +65,27 @@ def test_the_initialisation_keeps_gpt2s_scales_and_differs_between_parameters():
 def record(name, seed, machines, fingerprints=("a", "b"), data_seed=1337, arm="base"):
     config = {"wandb_run_name": arm, "seed": seed, "data_seed": data_seed, "machine": machines}
     steps = [{"step": i, "loss": 3.0, "fingerprint": f} for i, f in enumerate(fingerprints)]
-    return compare.Run(name, config, [*steps, {"step": 2, "val_loss": 3.0}])
+    return Run(name, config, [*steps, {"step": 2, "val_loss": 3.0}])
 
 
 def test_runs_trained_with_different_thread_counts_are_said():
     one = [{"step": 0, "threads": 1, "device": "cpu", "dtype": "float32", "torch": "2.13.0"}]
     two = [{**one[0], "threads": 2}]
-    same = compare.fingerprint_report([record("a", 1, one), record("b", 1, one, arm="nlq")])
+    same = fingerprint_report([record("a", 1, one), record("b", 1, one, arm="nlq")])
     assert "different machines" not in same
-    said = compare.fingerprint_report([record("a", 1, one), record("b", 1, two, arm="nlq")])
+    said = fingerprint_report([record("a", 1, one), record("b", 1, two, arm="nlq")])
     assert "WARNING: the runs trained on different machines (1 threads, cpu, float32: 1 runs" in said
     resumed = [*one, {**two[0], "step": 5}]  # one run that moved machines part-way
-    assert "different machines" in compare.fingerprint_report([record("a", 1, resumed), record("b", 1, one)])
+    assert "different machines" in fingerprint_report([record("a", 1, resumed), record("b", 1, one)])
 
 
 def test_a_run_records_its_machine_and_a_resume_on_another_thread_count_adds_it(char_data, tmp_path):
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        train.main(tiny_args(char_data, tmp_path, max_iters=4))
+        train_main(tiny_args(char_data, tmp_path, max_iters=4))
         torch.set_num_threads(2)
-        train.main(tiny_args(char_data, tmp_path, max_iters=8, init_from="resume"))
+        train_main(tiny_args(char_data, tmp_path, max_iters=8, init_from="resume"))
     finally:
         torch.set_num_threads(threads)
     machines = json.loads((tmp_path / "config.json").read_text())["machine"]
@@ -96,7 +97,7 @@ def test_a_run_records_its_machine_and_a_resume_on_another_thread_count_adds_it(
 
 def windows_of(part, n_val=1000, block=16, n_eval=64):
     cfg = SimpleNamespace(eval_iters=n_eval // 4, batch_size=4, eval_order="fixed", eval_part=part, data_seed=3)
-    val, _ = train.evaluation_windows(cfg, block, 5000, n_val, "unused")(0)
+    val, _ = evaluation_windows(cfg, block, 5000, n_val, "unused")(0)
     return val
 
 
@@ -114,18 +115,18 @@ def test_the_halves_of_an_examples_test_split(tmp_path):
 
     out, vocab, _ = tasks.generate("mqar", dict(vocab_size=16, seq_len=8, num_kv_pairs=2), 8, 9, 1)
     write_examples(tmp_path, out, {"vocab_size": 16})
-    cfg = train.TrainConfig(dataset=str(tmp_path), eval_part="second", batch_size=2, gradient_accumulation_steps=1)
-    data = train.open_data(cfg, 8)
+    cfg = TrainConfig(dataset=str(tmp_path), eval_part="second", batch_size=2, gradient_accumulation_steps=1)
+    data = open_data(cfg, 8)
     val, _ = data.eval_windows(0)
     assert list(val) == [4, 5, 6, 7, 8]
     cfg.eval_part = "first"
-    assert list(train.open_data(cfg, 8).eval_windows(0)[0]) == [0, 1, 2, 3]
+    assert list(open_data(cfg, 8).eval_windows(0)[0]) == [0, 1, 2, 3]
 
 
 def fake(arm, stage, seed, lr, value):
     config = {"wandb_run_name": arm, "seed": seed, "learning_rate": lr, "max_iters": 8, "wandb_group": f"x/{stage}"}
     config |= {"block_size": 8, "batch_size": 2, "gradient_accumulation_steps": 1, "n_layer": 1, "n_embd": 16}
-    return compare.Run(f"{stage}-{arm}-{lr}-s{seed}", config | {"n_head": 2}, [{"step": 8, "val_loss": value}])
+    return Run(f"{stage}-{arm}-{lr}-s{seed}", config | {"n_head": 2}, [{"step": 8, "val_loss": value}])
 
 
 @pytest.mark.parametrize("ahead, said", [(0.01, True), (0.5, False)])
@@ -145,8 +146,6 @@ def test_a_choice_within_the_spread_of_its_seeds_is_said_to_be_one(ahead, said):
 
 def test_batches_are_checked_seed_by_seed_when_each_seed_has_its_own_order():
     runs = [record(f"{a}-s{s}", s, [], (f"p{s}", f"q{s}"), 1337 + s, a) for a in ("base", "nlq") for s in (1, 2)]
-    assert compare.fingerprint_report(runs).startswith("the runs of each seed trained on identical batches (2 seeds")
+    assert fingerprint_report(runs).startswith("the runs of each seed trained on identical batches (2 seeds")
     runs[3] = record("nlq-s2", 2, [], ("p2", "other"), 1339, "nlq")
-    assert "WARNING: the runs of seed 2 trained on different batches (first at step 1" in compare.fingerprint_report(
-        runs
-    )
+    assert "WARNING: the runs of seed 2 trained on different batches (first at step 1" in fingerprint_report(runs)

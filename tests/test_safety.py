@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import error_of, snapshot, tiny_args, torchrun
+from helpers import compare_main, error_of, snapshot, tiny_args, torchrun, train_main
 
-import compare
-import train
 from model import GPT
 from nlq.data.dataset import DataError, open_split, write_dataset
 from nlq.run import checkpoint, parallel, start
+from nlq.run.trainer import Diverged, Trainer, format_eta
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +30,7 @@ def logged(out_dir):
 
 
 def test_divergence_right_before_an_eval_keeps_the_last_checkpoint(char_data, tmp_path, monkeypatch):
-    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    train_main(tiny_args(char_data, tmp_path, max_iters=4))
     saved = snapshot(tmp_path)
     real_forward, calls = GPT.forward, []
 
@@ -45,9 +44,7 @@ def test_divergence_right_before_an_eval_keeps_the_last_checkpoint(char_data, tm
 
     monkeypatch.setattr(GPT, "forward", forward)
     # log_interval=100: nothing reads the flag back before the evaluation at step 8, which must stop the run
-    message = error_of(
-        tiny_args(char_data, tmp_path, init_from="resume", log_interval=100), status=train.Diverged.exit_code
-    )
+    message = error_of(tiny_args(char_data, tmp_path, init_from="resume", log_interval=100), status=Diverged.exit_code)
     assert "non-finite loss or gradient norm at step 7" in message
     assert f"{tmp_path / 'ckpt.pt'} (step 4) is the last good checkpoint" in message
     after = snapshot(tmp_path)
@@ -55,16 +52,16 @@ def test_divergence_right_before_an_eval_keeps_the_last_checkpoint(char_data, tm
     assert all(r["step"] <= 4 for r in logged(tmp_path) if "val_loss" in r)
 
     monkeypatch.setattr(GPT, "forward", real_forward)
-    train.main(tiny_args(char_data, tmp_path, init_from="resume"))  # still resumable
+    train_main(tiny_args(char_data, tmp_path, init_from="resume"))  # still resumable
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
 
 
 def test_non_finite_validation_loss_is_never_saved(char_data, tmp_path, monkeypatch):
-    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    train_main(tiny_args(char_data, tmp_path, max_iters=4))
     saved = snapshot(tmp_path)["ckpt.pt"]
-    real = train.Trainer.evaluate
-    monkeypatch.setattr(train.Trainer, "evaluate", lambda self, *a: float("nan") if self.start == 4 else real(self, *a))
-    message = error_of(tiny_args(char_data, tmp_path, init_from="resume"), status=train.Diverged.exit_code)
+    real = Trainer.evaluate
+    monkeypatch.setattr(Trainer, "evaluate", lambda self, *a: float("nan") if self.start == 4 else real(self, *a))
+    message = error_of(tiny_args(char_data, tmp_path, init_from="resume"), status=Diverged.exit_code)
     assert "non-finite validation loss nan at step 8: not saved" in message
     assert snapshot(tmp_path)["ckpt.pt"] == saved
 
@@ -72,7 +69,7 @@ def test_non_finite_validation_loss_is_never_saved(char_data, tmp_path, monkeypa
 def test_a_divergence_before_any_checkpoint_names_none(char_data, tmp_path):
     message = error_of(
         tiny_args(char_data, tmp_path, learning_rate=1e30, warmup_iters=0, grad_clip=0.0, max_iters=50),
-        status=train.Diverged.exit_code,
+        status=Diverged.exit_code,
     )
     assert "no checkpoint was saved yet" in message and not (tmp_path / "ckpt.pt").exists()
     assert "then --init_from=auto" in message and "--init_from=resume" not in message  # resume would refuse
@@ -98,16 +95,16 @@ def test_one_training_process_per_out_dir(char_data, tmp_path):
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    train.main(tiny_args(char_data, tmp_path, max_iters=2))  # a killed holder leaves no stale lock
+    train_main(tiny_args(char_data, tmp_path, max_iters=2))  # a killed holder leaves no stale lock
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 2
 
 
 def test_no_start_erases_a_run(char_data, tmp_path, capsys):
-    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    train_main(tiny_args(char_data, tmp_path, max_iters=4))
     saved = snapshot(tmp_path)
     assert "needs weights" in error_of(tiny_args(char_data, tmp_path, eval_only=True))
     capsys.readouterr()
-    train.main(tiny_args(char_data, tmp_path, eval_only=True, init_from="resume"))
+    train_main(tiny_args(char_data, tmp_path, eval_only=True, init_from="resume"))
     assert "val loss" in capsys.readouterr().out
     assert snapshot(tmp_path) == saved  # eval_only wrote nothing
 
@@ -120,39 +117,39 @@ def test_no_start_erases_a_run(char_data, tmp_path, capsys):
 
 
 def test_resume_at_max_iters_and_schedule_changes(char_data, tmp_path, capsys):
-    train.main(tiny_args(char_data, tmp_path))
+    train_main(tiny_args(char_data, tmp_path))
     saved = snapshot(tmp_path)
     capsys.readouterr()
-    train.main(tiny_args(char_data, tmp_path, init_from="resume"))
+    train_main(tiny_args(char_data, tmp_path, init_from="resume"))
     assert "is at step 8, max_iters=8: nothing to train" in capsys.readouterr().out
     message = error_of(tiny_args(char_data, tmp_path, init_from="resume", max_iters=12, lr_decay_iters=None))
     assert "end of the cosine (lr_decay_iters, else max_iters) (checkpoint 8, config 12)" in message
     assert "--allow_schedule_change=True" in message
     assert snapshot(tmp_path) == saved
     # An evaluation never reads the schedule: eval_only accepts another one, and writes nothing.
-    train.main(tiny_args(char_data, tmp_path, init_from="resume", eval_only=True, max_iters=99, lr_decay_iters=None))
+    train_main(tiny_args(char_data, tmp_path, init_from="resume", eval_only=True, max_iters=99, lr_decay_iters=None))
     assert "step 8: val loss" in capsys.readouterr().out and snapshot(tmp_path) == saved
-    train.main(tiny_args(char_data, tmp_path, init_from="resume", max_iters=12, allow_schedule_change=True))
+    train_main(tiny_args(char_data, tmp_path, init_from="resume", max_iters=12, allow_schedule_change=True))
     assert "new schedule" in capsys.readouterr().out
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 12
 
 
 def test_a_cut_metrics_line_is_dropped_and_a_damaged_one_named(char_data, tmp_path, capsys):
-    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    train_main(tiny_args(char_data, tmp_path, max_iters=4))
     metrics = tmp_path / "metrics.jsonl"
     good = metrics.read_text()
     metrics.write_text(good + '{"step": 5, "lo')  # a kill during an append
     cut = f"line {len(good.splitlines()) + 1} is cut"
-    compare.main([str(tmp_path), "--png="])
+    compare_main([str(tmp_path), "--png="])
     assert cut in capsys.readouterr().err
-    train.main(tiny_args(char_data, tmp_path, init_from="resume"))
+    train_main(tiny_args(char_data, tmp_path, init_from="resume"))
     assert cut in capsys.readouterr().err
     assert [r["step"] for r in logged(tmp_path) if "loss" in r] == list(range(8))
 
     lines = metrics.read_text().splitlines()
     metrics.write_text("\n".join(lines[:3] + ["{oops"] + lines[3:]) + "\n")
     assert f"{metrics} line 4 is damaged" in error_of(tiny_args(char_data, tmp_path, init_from="resume", max_iters=9))
-    assert f"{metrics} line 4 is damaged" in error_of([str(tmp_path), "--png="], main=compare.main)
+    assert f"{metrics} line 4 is damaged" in error_of([str(tmp_path), "--png="], main=compare_main)
 
 
 def test_sizes_are_said_in_the_unit_that_shows_them():
@@ -164,7 +161,7 @@ def test_sizes_are_said_in_the_unit_that_shows_them():
 
 
 def test_a_full_disk_keeps_the_old_checkpoint(char_data, tmp_path, monkeypatch):
-    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    train_main(tiny_args(char_data, tmp_path, max_iters=4))
     saved = snapshot(tmp_path)["ckpt.pt"]
     real_save = torch.save
 
@@ -181,7 +178,7 @@ def test_a_full_disk_keeps_the_old_checkpoint(char_data, tmp_path, monkeypatch):
     assert snapshot(tmp_path)["ckpt.pt"] == saved
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no partial temp file left
     monkeypatch.setattr(torch, "save", real_save)
-    train.main(tiny_args(char_data, tmp_path, init_from="resume"))  # space freed: the resume works
+    train_main(tiny_args(char_data, tmp_path, init_from="resume"))  # space freed: the resume works
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
 
 
@@ -195,7 +192,7 @@ def test_a_failed_sharded_save_keeps_the_previous_step(char_data, tmp_path, monk
 
     out = tmp_path / "run"
     args = dict(parallelism="fsdp", async_save=async_save)
-    train.main(tiny_args(char_data, out, max_iters=4, **args))
+    train_main(tiny_args(char_data, out, max_iters=4, **args))
     root = out / checkpoint.SHARDED
     pointer = (root / checkpoint.LATEST).read_text()
 
@@ -219,7 +216,7 @@ def test_a_failed_sharded_save_keeps_the_previous_step(char_data, tmp_path, monk
     assert sorted(p.name for p in root.iterdir()) == [checkpoint.LATEST, "step_000004"]
     assert (root / checkpoint.LATEST).read_text() == pointer
     monkeypatch.undo()
-    train.main(tiny_args(char_data, out, init_from="resume", **args))
+    train_main(tiny_args(char_data, out, init_from="resume", **args))
     assert checkpoint.load(root / "step_000008")["iter_num"] == 8
 
 
@@ -330,7 +327,7 @@ def test_training_arguments_are_validated(char_data, tmp_path):
     assert not any(tmp_path.glob("*/metrics.jsonl"))
 
     run = tmp_path / "run"
-    train.main(tiny_args(char_data, run, max_iters=4))
+    train_main(tiny_args(char_data, run, max_iters=4))
     ckpt = checkpoint.load(run / "ckpt.pt")
     ckpt["model_args"]["future_field"] = 1
     checkpoint.save(ckpt, run / "ckpt.pt")
@@ -340,9 +337,9 @@ def test_training_arguments_are_validated(char_data, tmp_path):
 
 
 def test_eta_past_a_day_does_not_wrap():
-    assert train.format_eta(59) == "00:00:59"
-    assert train.format_eta(3 * 3600 + 12 * 60 + 5) == "03:12:05"
-    assert train.format_eta(4 * 86400 + 3 * 3600 + 12 * 60) == "4d 03:12"
+    assert format_eta(59) == "00:00:59"
+    assert format_eta(3 * 3600 + 12 * 60 + 5) == "03:12:05"
+    assert format_eta(4 * 86400 + 3 * 3600 + 12 * 60) == "4d 03:12"
 
 
 @pytest.mark.slow
@@ -375,23 +372,23 @@ def test_elastic_restart_resumes_and_matches_an_uninterrupted_run(char_data, tmp
     wrapper = tmp_path / "killing_train.py"
     wrapper.write_text(
         textwrap.dedent(f"""
-        import os, signal, sys
+        import os, runpy, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
-        import train
-        real = train.Trainer.train_step
+        from nlq.run.trainer import Trainer
+        real = Trainer.train_step
         def train_step(self, it):
             first_try = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
             if it == {kill_at} and self.d.rank == 1 and first_try:
                 os.kill(os.getpid(), signal.SIGKILL)
             return real(self, it)
-        train.Trainer.train_step = train_step
-        train.main()
+        Trainer.train_step = train_step
+        runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")  # sys.argv: torchrun's, this file's
         """)
     )
     common = dict(max_iters=12, lr_decay_iters=12, eval_interval=6, init_from="auto")
     out, _ = torchrun(wrapper, tiny_args(char_data, tmp_path / "elastic", **common), 300, "--max-restarts=1")
     assert out.count("val loss") >= 3  # evals at 0, (6,) and 12 (after the restart)
-    train.main(tiny_args(char_data, tmp_path / "plain", **common))
+    train_main(tiny_args(char_data, tmp_path / "plain", **common))
     loss = lambda d: {r["step"]: r["loss"] for r in logged(d) if "loss" in r}  # noqa: E731
     elastic, plain = loss(tmp_path / "elastic"), loss(tmp_path / "plain")
     assert sorted(elastic) == sorted(plain) == list(range(12))
@@ -404,15 +401,14 @@ def test_a_real_write_failure_during_a_checkpoint_save_is_one_line(char_data, tm
     works once writing is possible again. Wide layers: records larger than the write buffer, as in a real
     model, are where torch's writer sees the short write."""
     wide = dict(n_embd=256, max_iters=4)
-    train.main(tiny_args(char_data, tmp_path, **wide))
+    train_main(tiny_args(char_data, tmp_path, **wide))
     saved = snapshot(tmp_path)["ckpt.pt"]
     limited = textwrap.dedent(f"""
-        import resource, signal, sys
+        import resource, runpy, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
-        import train
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of a signal
         resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
-        train.main(sys.argv[1:])
+        runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")  # sys.argv[1:]: the run's options
         """)
     args = tiny_args(char_data, tmp_path, init_from="resume", n_embd=256)
     r = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300)
@@ -420,7 +416,7 @@ def test_a_real_write_failure_during_a_checkpoint_save_is_one_line(char_data, tm
     assert r.returncode == 1 and last.startswith(f"error: could not write {tmp_path / 'ckpt.pt'}"), r.stderr[-2000:]
     assert last.endswith("the previous version is kept") and "Traceback" not in r.stderr
     assert snapshot(tmp_path)["ckpt.pt"] == saved
-    train.main(args)
+    train_main(args)
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
 
 
@@ -449,7 +445,7 @@ def test_ctrl_c_during_training_is_one_line_and_auto_continues(char_data, tmp_pa
     assert 4 <= saved <= step and f"the last checkpoint is step {saved} in {tmp_path}" in last
     assert last.endswith("continue with --init_from=auto")
     end = 4 * (step // 4 + 2)  # a few steps past the interruption, at an evaluation
-    train.main(tiny_args(char_data, tmp_path, max_iters=end, lr_decay_iters=400, eval_interval=4, init_from="auto"))
+    train_main(tiny_args(char_data, tmp_path, max_iters=end, lr_decay_iters=400, eval_interval=4, init_from="auto"))
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == end
 
 
@@ -465,7 +461,7 @@ def test_a_finite_loss_with_a_non_finite_gradient_norm_stops_the_run(char_data, 
         return real(params, max_norm)
 
     monkeypatch.setattr(parallel, "clip_grad_norm", clip)
-    message = error_of(tiny_args(char_data, tmp_path), status=train.Diverged.exit_code)
+    message = error_of(tiny_args(char_data, tmp_path), status=Diverged.exit_code)
     assert "non-finite loss or gradient norm at step 6" in message and "(step 4) is the last good checkpoint" in message
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 4
     assert all(math.isfinite(r["loss"]) for r in logged(tmp_path) if "loss" in r)  # the loss never went bad
@@ -475,7 +471,7 @@ def test_dropout_masks_change_every_step_and_repeat_on_resume(char_data, tmp_pat
     """The masks of the embedding dropout in each step's first micro-step: all different across steps,
     and the same after a resume from the step-4 checkpoint as in the uninterrupted run."""
     masks, step = {}, {}
-    real_step = train.Trainer.train_step
+    real_step = Trainer.train_step
 
     def train_step(self, it):
         step["now"] = it
@@ -485,16 +481,16 @@ def test_dropout_masks_change_every_step_and_repeat_on_resume(char_data, tmp_pat
         if module.training:  # not the evaluations
             masks.setdefault(step["now"], (output == 0).clone())
 
-    monkeypatch.setattr(train.Trainer, "train_step", train_step)
+    monkeypatch.setattr(Trainer, "train_step", train_step)
     monkeypatch.setattr(start, "check_model", _hooking(start.check_model, record))
-    train.main(tiny_args(char_data, tmp_path / "full", dropout=0.5))
+    train_main(tiny_args(char_data, tmp_path / "full", dropout=0.5))
     full = dict(masks)
     assert sorted(full) == list(range(8))
     assert len({m.numpy().tobytes() for m in full.values()}) == 8  # a new mask every step
     assert all(0.3 < m.float().mean() < 0.7 for m in full.values())  # dropout 0.5 is on
-    train.main(tiny_args(char_data, tmp_path / "part", dropout=0.5, max_iters=4, lr_decay_iters=8))
+    train_main(tiny_args(char_data, tmp_path / "part", dropout=0.5, max_iters=4, lr_decay_iters=8))
     masks.clear()
-    train.main(tiny_args(char_data, tmp_path / "part", dropout=0.5, init_from="resume"))
+    train_main(tiny_args(char_data, tmp_path / "part", dropout=0.5, init_from="resume"))
     assert sorted(masks) == [4, 5, 6, 7]
     assert all(torch.equal(masks[s], full[s]) for s in masks)
 
@@ -510,7 +506,7 @@ def _hooking(check_model, hook):
 
 
 def test_temporary_files_of_a_killed_writer_are_removed_by_the_next_run_and_a_live_ones_kept(char_data, tmp_path):
-    train.main(tiny_args(char_data, tmp_path, max_iters=4))
+    train_main(tiny_args(char_data, tmp_path, max_iters=4))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(gone.stdout)  # a process that has ended
     stale = [
@@ -521,5 +517,5 @@ def test_temporary_files_of_a_killed_writer_are_removed_by_the_next_run_and_a_li
     for p in [*stale, live]:
         p.parent.mkdir(exist_ok=True)
         p.write_bytes(b"x" * 1000)
-    train.main(tiny_args(char_data, tmp_path, max_iters=6, init_from="resume"))
+    train_main(tiny_args(char_data, tmp_path, max_iters=6, init_from="resume"))
     assert not any(p.exists() for p in stale) and live.exists()

@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import error_of
+from helpers import error_of, screen_main
 
-import compare
-import screen
-import sweep
 from nlq.comparison import screening
+from nlq.comparison import sweep as sweep_lib
+from nlq.comparison.compare import Run
+from nlq.comparison.sweep import Run as Planned
+from nlq.comparison.sweep import run_all
 from nlq.eval.accuracy import tokens_to_reach
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def run(arm, seed, curve, stage="report", lr=1e-3, steps=4):
     config |= {"block_size": 8, "batch_size": 2, "gradient_accumulation_steps": 1, "n_layer": 1, "n_embd": 16}
     config |= {"n_head": 2, "vocab_size": 16}
     records = [{"step": s, "val_loss": 1 - a, "val_acc": a, "tokens": 100 * s} for s, a in enumerate(curve)]
-    return compare.Run(f"{stage}-{arm}-s{seed}", config, records)
+    return Run(f"{stage}-{arm}-s{seed}", config, records)
 
 
 FLOOR = {"token": 0.2, "example": 0.01}  # midpoint 0.6
@@ -136,7 +137,7 @@ def results(report: dict) -> dict:
 def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_stopped(tmp_path, capsys):
     command = tiny_screen(tmp_path)
     root = tmp_path / "A"
-    screen.main([*command, f"--out_root={root}"])
+    screen_main([*command, f"--out_root={root}"])
     report = json.loads((root / "screen.json").read_text())
     for setting in ("mq", "mq32"):
         for arm in ("base", "nlq"):  # the argmax of stage 1, read here from the runs' own logs
@@ -156,12 +157,12 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
     assert json.loads((root / "data" / "mq" / "meta.json").read_text())["settings"]["num_kv_pairs"] == 2
     # Run again: nothing runs. A stage-2 run deleted: it alone runs again.
     capsys.readouterr()
-    screen.main([*command, f"--out_root={root}"])
+    screen_main([*command, f"--out_root={root}"])
     assert "start  " not in capsys.readouterr().out
     subprocess.run(
         ["rm", "-rf", str(root / "mq" / "nlq-learning_rate=1e-3-s3"), str(root / "mq" / "nlq-learning_rate=3e-2-s3")]
     )
-    screen.main([*command, f"--out_root={root}"])
+    screen_main([*command, f"--out_root={root}"])
     out = capsys.readouterr().out
     assert out.count("start  ") == 1 and "nlq learning_rate=" in out and "seed 3 (missing)" in out
     assert results(json.loads((root / "screen.json").read_text())) == results(report)
@@ -175,7 +176,7 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
         time.sleep(0.2)
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=60)
-    screen.main([*command, f"--out_root={other}"])
+    screen_main([*command, f"--out_root={other}"])
     assert results(json.loads((other / "screen.json").read_text())) == results(report)
 
 
@@ -193,7 +194,7 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
 )
 def test_bad_screen_options_are_one_line_and_start_nothing(tmp_path, options, words):
     root = tmp_path / "R"
-    assert words in error_of([*tiny_screen(tmp_path), f"--out_root={root}", *options], main=screen.main)
+    assert words in error_of([*tiny_screen(tmp_path), f"--out_root={root}", *options], main=screen_main)
     assert not root.exists()
 
 
@@ -203,12 +204,12 @@ def test_a_dataset_made_with_other_settings_is_not_replaced_under_its_runs(tmp_p
     (root / "data" / "mq").mkdir(parents=True)
     (root / "data" / "mq" / "meta.json").write_text(json.dumps({"task": "mqar", "settings": {"vocab_size": 99}}))
     (root / "mq" / "tune-base-learning_rate=1e-3-s1").mkdir(parents=True)
-    message = error_of([*command, f"--out_root={root}"], main=screen.main)
+    message = error_of([*command, f"--out_root={root}"], main=screen_main)
     assert "was made with other settings" in message and "use another --out_root" in message
 
 
 def test_the_dry_run_lists_the_runs_and_estimates_their_time(tmp_path, capsys):
-    screen.main([*tiny_screen(tmp_path), f"--out_root={tmp_path / 'R'}", "--dry_run", "--tokens_per_s=512"])
+    screen_main([*tiny_screen(tmp_path), f"--out_root={tmp_path / 'R'}", "--dry_run", "--tokens_per_s=512"])
     out = capsys.readouterr().out
     # stage 1: 2 arms x 2 settings x 2 points; stage 2: 2 arms x 2 settings x 2 seeds; 16 steps of 4 x 8 tokens
     assert "16 runs (8 in stage 1, 8 in stage 2 over 2 settings), 0M training tokens" in out
@@ -219,9 +220,9 @@ def test_the_dry_run_lists_the_runs_and_estimates_their_time(tmp_path, capsys):
 
 def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(sweep.subprocess, "run", lambda cmd, env, **kw: seen.append(env.get("OMP_NUM_THREADS")) or
+    monkeypatch.setattr(sweep_lib.subprocess, "run", lambda cmd, env, **kw: seen.append(env.get("OMP_NUM_THREADS")) or
                         subprocess.CompletedProcess(cmd, 0))  # fmt: skip
-    r = sweep.Run("a", 1, "c.py", tmp_path / "a", 8)
-    sweep.run_all([(r, "missing"), (sweep.Run("b", 1, "c.py", tmp_path / "b", 8), "missing")], "python", [], [None] * 2,
+    r = Planned("a", 1, "c.py", tmp_path / "a", 8)
+    run_all([(r, "missing"), (Planned("b", 1, "c.py", tmp_path / "b", 8), "missing")], "python", [], [None] * 2,
                   threads=3)  # fmt: skip
     assert seen == ["3", "3"]

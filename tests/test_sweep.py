@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import sweep_main, train_main
 
-import sweep
-import train
+from nlq.comparison.sweep import Run, arm_names, format_eta, log_progress, progress
 from nlq.run import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,17 +40,17 @@ def steps(out_dir):
 def test_sweep_runs_what_is_missing_resumes_what_is_unfinished_and_skips_what_is_done(char_data, tmp_path, capsys):
     base, nlq, broken = write_arms(tmp_path, char_data)
     root = tmp_path / "out"
-    sweep.main([base, nlq, "--seeds=1,2", f"--out_root={root}", "--dry_run"])
+    sweep_main([base, nlq, "--seeds=1,2", f"--out_root={root}", "--dry_run"])
     out = capsys.readouterr().out
     assert out.count("start ") == 4 and "--wandb_run_name=nlq" in out and "--init_from=auto" in out
     assert not root.exists()  # a dry run writes nothing
 
     # nlq seed 1 was interrupted after its step-4 checkpoint
-    train.main([base, f"--out_dir={root / 'nlq-s1'}", "--seed=1", "--max_iters=4", "--query_mode=residual_gelu"])
+    train_main([base, f"--out_dir={root / 'nlq-s1'}", "--seed=1", "--max_iters=4", "--query_mode=residual_gelu"])
     assert checkpoint.load(root / "nlq-s1" / "ckpt.pt")["iter_num"] == 4
 
     with pytest.raises(SystemExit) as e:  # the broken arm fails; the others finish regardless
-        sweep.main([base, nlq, broken, "--seeds=1,2", f"--out_root={root}", "--png="])
+        sweep_main([base, nlq, broken, "--seeds=1,2", f"--out_root={root}", "--png="])
     out = capsys.readouterr().out
     assert "resume nlq seed 1" in out and out.count("start  ") == 5  # base x 2, nlq seed 2, broken x 2
     assert "4 of 6 runs finished, 2 failed this time" in out
@@ -62,16 +62,16 @@ def test_sweep_runs_what_is_missing_resumes_what_is_unfinished_and_skips_what_is
     assert "| nlq | " in out and "| base | " in out and "| 2 |" in out  # seeds pooled by arm
 
     mtimes = {p: p.stat().st_mtime_ns for p in root.glob("*/ckpt.pt")}
-    sweep.main([base, nlq, "--seeds=1,2", f"--out_root={root}", "--png="])
+    sweep_main([base, nlq, "--seeds=1,2", f"--out_root={root}", "--png="])
     out = capsys.readouterr().out
     assert out.count("skip ") == 4 and "start " not in out
     assert {p: p.stat().st_mtime_ns for p in root.glob("*/ckpt.pt")} == mtimes  # nothing trained again
 
 
 def test_arm_names_drop_the_shared_prefix():
-    assert sweep.arm_names(["config/owt_baseline.py", "config/owt_nlq_tuned.py"]) == ["baseline", "nlq_tuned"]
-    assert sweep.arm_names(["config/mini_baseline.py", "x/mini_wide_mlp.py"]) == ["baseline", "wide_mlp"]
-    assert sweep.arm_names(["config/quickstart.py"]) == ["quickstart"]
+    assert arm_names(["config/owt_baseline.py", "config/owt_nlq_tuned.py"]) == ["baseline", "nlq_tuned"]
+    assert arm_names(["config/mini_baseline.py", "x/mini_wide_mlp.py"]) == ["baseline", "wide_mlp"]
+    assert arm_names(["config/quickstart.py"]) == ["quickstart"]
 
 
 def lock_is_free(out_dir) -> bool:
@@ -108,7 +108,7 @@ def test_a_killed_sweep_stops_its_runs_and_the_rerun_resumes_them(char_data, tmp
     saved = checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"]
     end = saved + 20
     short = [f"--max_iters={end}", "--lr_decay_iters=100000", "--eval_interval=50", "--allow_schedule_change=True"]
-    sweep.main([base, "--seeds=1", f"--out_root={root}", "--png=", *short])  # not refused as "in use"
+    sweep_main([base, "--seeds=1", f"--out_root={root}", "--png=", *short])  # not refused as "in use"
     assert saved >= 50 and checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"] == end
 
 
@@ -116,7 +116,7 @@ def test_a_seed_given_twice_is_refused(char_data, tmp_path):
     base, nlq, _ = write_arms(tmp_path, char_data)
     for seeds in ("1,1", "2,1,2", ","):
         with pytest.raises(SystemExit) as e:
-            sweep.main([base, nlq, f"--seeds={seeds}", f"--out_root={tmp_path / 'out'}", "--dry_run"])
+            sweep_main([base, nlq, f"--seeds={seeds}", f"--out_root={tmp_path / 'out'}", "--dry_run"])
         assert str(e.value.code).startswith("error: --seeds=") and "give each seed once" in str(e.value.code)
 
 
@@ -124,7 +124,7 @@ def test_an_out_root_that_cannot_be_made_is_refused_before_any_run(char_data, tm
     base, nlq, _ = write_arms(tmp_path, char_data)
     (tmp_path / "a_file").write_text("")
     with pytest.raises(SystemExit) as e:
-        sweep.main([base, nlq, "--seeds=1", f"--out_root={tmp_path / 'a_file' / 'out'}", "--png="])
+        sweep_main([base, nlq, "--seeds=1", f"--out_root={tmp_path / 'a_file' / 'out'}", "--png="])
     assert "is not a writable directory; choose another --out_root" in str(e.value.code)
     assert "start " not in capsys.readouterr().out.replace("start  ", "")  # listed, none started
 
@@ -136,7 +136,7 @@ def test_a_run_that_cannot_start_fails_the_sweep(char_data, tmp_path, capsys):
     root.mkdir()
     (root / "tiny_base-s1").write_text("not a directory")
     with pytest.raises(SystemExit) as e:
-        sweep.main([base, "--seeds=1", f"--out_root={root}", "--png="])
+        sweep_main([base, "--seeds=1", f"--out_root={root}", "--png="])
     out = capsys.readouterr().out
     assert "FAILED: tiny_base seed 1: could not start" in out and "0 of 1 runs finished, 1 failed this time" in out
     assert "1 of 1 runs did not finish" in str(e.value.code)
@@ -147,11 +147,11 @@ def test_a_finished_run_with_a_truncated_checkpoint_is_resumed_not_a_dead_end(ch
     aside and the run ends at max_iters again."""
     base, _, _ = write_arms(tmp_path, char_data)
     root = tmp_path / "out"
-    sweep.main([base, "--seeds=1", f"--out_root={root}", "--png="])
+    sweep_main([base, "--seeds=1", f"--out_root={root}", "--png="])
     ckpt = root / "tiny_base-s1" / "ckpt.pt"
     ckpt.write_bytes(ckpt.read_bytes()[:1000])
     capsys.readouterr()
-    sweep.main([base, "--seeds=1", f"--out_root={root}", "--png="])
+    sweep_main([base, "--seeds=1", f"--out_root={root}", "--png="])
     out = capsys.readouterr().out
     assert "resume tiny_base seed 1" in out and "1 of 1 runs finished, 0 failed this time" in out
     assert checkpoint.load(ckpt)["iter_num"] == 8
@@ -168,24 +168,24 @@ def test_progress_lines_from_the_runs_logs(tmp_path):
     for name, text in logs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "train.log").write_text(text)
-        runs.append(sweep.Run(name, 1, "x.py", tmp_path / name, 100))
-    assert sweep.log_progress(tmp_path / "a" / "train.log") == (5, 2.5, 100.0)
-    assert sweep.log_progress(tmp_path / "b" / "train.log") == (7, 3.25, 86400 + 2 * 3600 + 3 * 60)
-    line = sweep.progress([(runs[0], 0.0), (runs[1], 50.0)], waiting=3, slots=2, now=100.0)
+        runs.append(Run(name, 1, "x.py", tmp_path / name, 100))
+    assert log_progress(tmp_path / "a" / "train.log") == (5, 2.5, 100.0)
+    assert log_progress(tmp_path / "b" / "train.log") == (7, 3.25, 86400 + 2 * 3600 + 3 * 60)
+    line = progress([(runs[0], 0.0), (runs[1], 50.0)], waiting=3, slots=2, now=100.0)
     lengths = [100 + 100, 50 + 93780]  # elapsed + left, per running run
     eta = 93780 + 2 * sum(lengths) / 2  # the longest left, then ceil(3 / 2) rounds of the mean length
     assert line == (
         f"running: a s1 step 5/100 loss 2.5000 eta 00:01:40; b s1 step 7/100 loss 3.2500 eta 1d 02:03 | "
-        f"3 waiting | sweep eta {sweep.format_eta(eta)}"
+        f"3 waiting | sweep eta {format_eta(eta)}"
     )
     # once runs have finished, their measured lengths replace the running runs' projections
-    line = sweep.progress([(runs[0], 0.0)], waiting=3, slots=2, now=100.0, finished=[120.0, 80.0])
-    assert line.endswith(f"sweep eta {sweep.format_eta(100 + 2 * 100)}")
+    line = progress([(runs[0], 0.0)], waiting=3, slots=2, now=100.0, finished=[120.0, 80.0])
+    assert line.endswith(f"sweep eta {format_eta(100 + 2 * 100)}")
 
 
 def test_a_metrics_file_that_is_a_directory_is_one_line(char_data, tmp_path):
     base, _, _ = write_arms(tmp_path, char_data)
     (tmp_path / "out" / "tiny_base-s1" / "metrics.jsonl").mkdir(parents=True)
     with pytest.raises(SystemExit) as e:
-        sweep.main([base, "--seeds=1", f"--out_root={tmp_path / 'out'}", "--dry_run"])
+        sweep_main([base, "--seeds=1", f"--out_root={tmp_path / 'out'}", "--dry_run"])
     assert "metrics.jsonl cannot be read (Is a directory): move it aside" in str(e.value.code)

@@ -12,16 +12,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from helpers import error_of, records, tiny_args
+from helpers import compare_main, error_of, records, tiny_args, train_main
 
-import compare
 from model import chunk_loss
 from nlq.comparison import tuning
+from nlq.comparison.compare import Run
 from nlq.comparison.stats import METRICS
 from nlq.data import tasks
 from nlq.data.examples import open_examples
+from nlq.data.floor import key_blind_floor
 from nlq.data.loader import ExampleBatches, example_rows
-from nlq.eval.accuracy import accuracy, key_blind_floor, midpoint, tokens_to_reach
+from nlq.eval.accuracy import accuracy, midpoint, tokens_to_reach
 
 ROOT = Path(__file__).resolve().parents[1]
 PREPARE = ROOT / "data" / "synthetic_tasks" / "prepare.py"
@@ -258,7 +259,7 @@ def run_of(arm, lr, seed, acc, stage="tune", steps=10):
     config = {"wandb_run_name": arm, "seed": seed, "learning_rate": lr, "max_iters": steps}
     config |= {"wandb_group": f"x/{stage}", "block_size": 8, "batch_size": 2, "gradient_accumulation_steps": 1}
     records = [{"step": steps, "val_loss": 1.0 - acc, "val_acc": acc, "val_example_acc": acc / 2}]
-    return compare.Run(f"{stage}-{arm}-{lr}-s{seed}", config, records)
+    return Run(f"{stage}-{arm}-{lr}-s{seed}", config, records)
 
 
 def test_a_grid_point_is_chosen_by_highest_accuracy():
@@ -266,7 +267,7 @@ def test_a_grid_point_is_chosen_by_highest_accuracy():
     assert tuning.choose(runs, ["learning_rate"], METRICS["val_acc"])["base"]["chosen"] == {"learning_rate": 3e-3}
     # the loss (1 - acc here) is lowest at the same point: choosing by loss agrees, by design of the example
     assert tuning.choose(runs, ["learning_rate"])["base"]["chosen"] == {"learning_rate": 3e-3}
-    diverged = compare.Run("d", {**runs[1].config, "seed": 2}, [{"step": 5, "val_loss": 1.0, "val_acc": 0.9}])
+    diverged = Run("d", {**runs[1].config, "seed": 2}, [{"step": 5, "val_loss": 1.0, "val_acc": 0.9}])
     chosen = tuning.choose([*runs, diverged], ["learning_rate"], METRICS["val_acc"])["base"]
     assert chosen["chosen"] == {"learning_rate": 1e-2}  # 3e-3's mean is -inf with a run that never finished
 
@@ -322,10 +323,9 @@ def example_args(data, out_dir, **kw):
 
 
 def test_training_on_examples_logs_accuracy_and_every_arm_reads_the_same_rows(mqar_data, tmp_path):
-    import train
 
     for mode in ("linear", "residual_gelu"):
-        train.main(example_args(mqar_data, tmp_path / mode, query_mode=mode))
+        train_main(example_args(mqar_data, tmp_path / mode, query_mode=mode))
     evals = {mode: records(tmp_path / mode, "val_acc") for mode in ("linear", "residual_gelu")}
     steps = {mode: records(tmp_path / mode, "fingerprint") for mode in evals}
     assert sorted(evals["linear"]) == [0, 4, 8]
@@ -341,10 +341,9 @@ def test_examples_longer_than_block_size_are_one_line(mqar_data, tmp_path):
 
 
 def test_accuracy_of_a_text_dataset_is_one_line(char_data, tmp_path):
-    import train
 
-    train.main(tiny_args(char_data, tmp_path / "text"))
-    message = error_of([str(tmp_path / "text"), "--metric=val_acc", "--png="], compare.main)
+    train_main(tiny_args(char_data, tmp_path / "text"))
+    message = error_of([str(tmp_path / "text"), "--metric=val_acc", "--png="], compare_main)
     assert "records no val_acc" in message and "--metric=val_loss" in message
 
 

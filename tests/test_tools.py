@@ -7,13 +7,20 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import error_of
+from helpers import bench_head_main, bench_main, compare_main, error_of, sample_main, train_main, zeroshot_main
 
-import bench
-import compare
-import sample
-import train
-import zeroshot
+from configurator import parse
+from nlq.comparison.compare import (
+    CompareError,
+    Run,
+    figure,
+    improvement_curves,
+    resolve_baseline,
+    table,
+    versus_baseline,
+)
+from nlq.inference import sampling
+from nlq.inference.sampling import SampleConfig, decoding_precision, generate
 from nlq.run.checkpoint import load_for_inference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_dir(tmp_path_factory, char_data):
     """A tiny trained character-level run, made once for the sampling tests."""
     out = tmp_path_factory.mktemp("run")
-    train.main(
+    train_main(
         [
             f"--dataset={char_data}",
             f"--out_dir={out}",
@@ -48,11 +55,11 @@ def run_dir(tmp_path_factory, char_data):
 
 def samples(run_dir, *args):
     """Decoded in float32 unless args say otherwise: dtype=auto's choice is timed, and these tests are not."""
-    (cfg,) = sample.parse(
+    (cfg,) = parse(
         [f"--out_dir={run_dir}", "--num_samples=2", "--max_new_tokens=40", "--dtype=float32", *args],
-        sample.SampleConfig,
+        SampleConfig,
     )
-    return sample.generate(cfg)[0]
+    return generate(cfg)[0]
 
 
 def test_sample_is_deterministic_for_a_seed(run_dir):
@@ -76,9 +83,9 @@ def test_sample_on_a_cpu_decodes_with_the_weights_in_the_dtype_measured_faster(r
             timed.append(dtype)
         return faster, f"{what}: stub"
 
-    monkeypatch.setattr(sample, "choose_cpu_dtype", measured)
+    monkeypatch.setattr(sampling, "choose_cpu_dtype", measured)
     model, _ = load_for_inference("resume", str(run_dir))
-    decoder, ctx, dtype, why = sample.decoding_precision(model, "cpu", "auto", rows=3)
+    decoder, ctx, dtype, why = decoding_precision(model, "cpu", "auto", rows=3)
     assert timed == [torch.float32, torch.bfloat16] and why == "a decode step of 3 token(s): stub"
     assert dtype == faster and {p.dtype for p in decoder.parameters()} == {faster}
     greedy = ("--temperature=0", "--start=ROMEO:", "--max_new_tokens=20")
@@ -98,7 +105,7 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
         ([f"--out_dir={run_dir}", f"--start=FILE:{tmp_path / 'none.txt'}"], "no such file"),
     ]:
         with pytest.raises(SystemExit) as e:
-            sample.main(args)
+            sample_main(args)
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
 
 
@@ -113,14 +120,14 @@ def test_zeroshot_names_the_task_of_an_item_the_model_cannot_score(run_dir, tmp_
     ]:
         args = [f"--out_dir={run_dir}", "--tasks=lambada", f"--lambada_file={tmp_path / name}.jsonl"]
         with pytest.raises(SystemExit) as e:
-            zeroshot.main([*args, f"--out={tmp_path / 'e.json'}", "--device=cpu"])
+            zeroshot_main([*args, f"--out={tmp_path / 'e.json'}", "--device=cpu"])
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
     assert not (tmp_path / "e.json").exists()
 
 
 def test_bench_tiny_preset_writes_json(tmp_path):
     out = tmp_path / "b.json"
-    bench.main(
+    bench_main(
         [
             "--preset=tiny",
             "--repeats=2",
@@ -148,8 +155,8 @@ def test_bench_tiny_preset_writes_json(tmp_path):
         pairs = zip(g["cached_tokens_per_s"]["samples"], g[f"no_cache_{key}_tokens_per_s"]["samples"])
         assert g[f"speedup_over_no_cache_{key}"]["samples"] == [c / r for c, r in pairs]
     assert report["decode_dtype"] in ("torch.float32", "torch.bfloat16")
-    assert "decode_dtype='bf16' is invalid" in error_of(["--preset=tiny", "--decode_dtype=bf16"], main=bench.main)
-    assert "repeats=0 is invalid: it must be >= 1" in error_of(["--preset=tiny", "--repeats=0"], main=bench.main)
+    assert "decode_dtype='bf16' is invalid" in error_of(["--preset=tiny", "--decode_dtype=bf16"], main=bench_main)
+    assert "repeats=0 is invalid: it must be >= 1" in error_of(["--preset=tiny", "--repeats=0"], main=bench_main)
 
 
 def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
@@ -187,7 +194,7 @@ def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
 def test_compare_on_valid_json_of_the_wrong_shape_is_one_line(tmp_path, damage, words):
     run = fake_run(tmp_path, "r", "linear", 1, {0: 3.0, 10: 2.5}, [])
     damage(run)
-    assert words in error_of([str(run), "--png="], main=compare.main)
+    assert words in error_of([str(run), "--png="], main=compare_main)
 
 
 def test_compare_counts_a_deep_models_parameters_without_building_it(tmp_path, monkeypatch):
@@ -201,7 +208,7 @@ def test_compare_counts_a_deep_models_parameters_without_building_it(tmp_path, m
     run = fake_run(tmp_path, "r", "deep", 1, {0: 3.0, 10: 2.5}, [])
     (run / "config.json").write_text(json.dumps({"query_mode": "linear", "n_layer": 2000, "n_head": 2, "n_embd": 8}))
     per_block = 3 * 8 * 8 + 8 * 8 + 2 * 4 * 8 * 8 + 2 * 8  # Q, K, V and the projection; the MLP; 2 LayerNorm weights
-    assert compare.Run.from_dir(run).non_embedding_params() == 2000 * per_block + 8  # + ln_f
+    assert Run.from_dir(run).non_embedding_params() == 2000 * per_block + 8  # + ln_f
     assert len(built) <= 3
 
 
@@ -210,7 +217,7 @@ def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
     runs.mkdir()
     fake_run(runs, "base", "baseline", 1, {0: 4.0, 10: 3.0}, ["a", "b", "c"])
     fake_run(runs, "nlq1", "nlq", 1, {0: 4.0, 10: 2.97}, ["a", "b", "c"], "residual_gelu")
-    compare.main([str(runs / "*"), f"--png={tmp_path / 'c.png'}"])
+    compare_main([str(runs / "*"), f"--png={tmp_path / 'c.png'}"])
     out = capsys.readouterr().out
     assert "validation loss at step 10" in out
     assert "| nlq | " in out and "| 2.9700 | 1 | +1.00% |" in out
@@ -219,7 +226,7 @@ def test_compare_table_relative_improvement_and_fingerprints(tmp_path, capsys):
 
     fake_run(runs, "nlq2", "nlq", 2, {0: 4.0, 10: 2.95}, ["a", "X", "c"], "residual_gelu")
     fake_run(runs, "base2", "baseline", 2, {0: 4.0, 10: 3.02}, ["a", "b", "c"])
-    compare.main([str(runs / "*"), "--png="])
+    compare_main([str(runs / "*"), "--png="])
     out = capsys.readouterr().out
     assert "| 2.9600 ± 0.0141 | 2 | +1.66% |" in out  # mean(2.97, 2.95) against mean(3.0, 3.02) = 3.01
     row = next(line for line in out.splitlines() if line.startswith("| nlq |")).split("|")
@@ -233,35 +240,35 @@ def test_compare_delta_to_baseline_and_its_interval_from_a_hand_made_log(tmp_pat
     fake_run(tmp_path, "base2", "baseline", 2, {0: 4.0, 10: 3.02}, ["a"])
     fake_run(tmp_path, "nlq1", "nlq", 1, {0: 4.0, 10: 2.97}, ["a"], "residual_gelu")
     fake_run(tmp_path, "nlq2", "nlq", 2, {0: 4.0, 10: 2.95}, ["a"], "residual_gelu")
-    runs = [compare.Run.from_dir(tmp_path / n) for n in ("base1", "base2", "nlq1", "nlq2")]
+    runs = [Run.from_dir(tmp_path / n) for n in ("base1", "base2", "nlq1", "nlq2")]
     # Seeds match, so differences pair by seed: baseline - nlq = 0.03 (seed 1), 0.07 (seed 2).
     d_mean, d_sd, base_mean = 0.05, math.sqrt(((0.03 - 0.05) ** 2 + (0.07 - 0.05) ** 2) / 1), 3.01
     half = stats.t.ppf(0.975, 1) * d_sd / math.sqrt(2)
-    gain, (low, high), p, kind = compare.versus_baseline(runs[2:], runs[:2], 10)
+    gain, (low, high), p, kind = versus_baseline(runs[2:], runs[:2], 10)
     assert kind == "paired" and gain == pytest.approx(d_mean / base_mean)
     assert (low, high) == pytest.approx(((d_mean - half) / base_mean, (d_mean + half) / base_mean))
     assert p == pytest.approx(2 * stats.t.sf(d_mean / (d_sd / math.sqrt(2)), 1))
-    curves = compare.improvement_curves(runs, "baseline")  # the table's sign and scale: (base - arm) / base
+    curves = improvement_curves(runs, "baseline")  # the table's sign and scale: (base - arm) / base
     steps, mean, std = curves["nlq"]
     assert steps == [0, 10] and mean == pytest.approx([0.0, d_mean / base_mean])
     assert std == pytest.approx([0.0, d_sd / base_mean])
     assert curves["baseline"][1] == pytest.approx([0.0, 0.0]) and curves["baseline"][2][1] == pytest.approx(
         math.sqrt(2) * 0.01 / base_mean
     )
-    compare.main([str(tmp_path / "*"), f"--png={tmp_path / 'c.png'}", f"--md={tmp_path / 't.md'}"])
+    compare_main([str(tmp_path / "*"), f"--png={tmp_path / 'c.png'}", f"--md={tmp_path / 't.md'}"])
     out = capsys.readouterr().out
     assert f"| +1.66% | [{low:+.2%}, {high:+.2%}] | {p:.3g} (paired) |" in out
     assert (tmp_path / "t.md").read_text().splitlines()[4] in out  # the table, as printed
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     fake_run(tmp_path, "nlq3", "nlq", 3, {0: 4.0, 10: 2.99}, ["a"], "residual_gelu")  # seed 3: no partner
-    runs.append(compare.Run.from_dir(tmp_path / "nlq3"))
+    runs.append(Run.from_dir(tmp_path / "nlq3"))
     a, b = [2.97, 2.95, 2.99], [3.00, 3.02]
     va, vb = statistics.variance(a) / 3, statistics.variance(b) / 2
     df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 1)
     half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
     diff = 3.01 - statistics.mean(a)
-    gain, (low, high), p, kind = compare.versus_baseline(runs[2:], runs[:2], 10)
+    gain, (low, high), p, kind = versus_baseline(runs[2:], runs[:2], 10)
     assert kind == "Welch" and (low, high) == pytest.approx(((diff - half) / 3.01, (diff + half) / 3.01))
 
 
@@ -279,23 +286,23 @@ def test_compare_welch_interval_p_and_one_run_from_the_formulas():
     se, df = math.sqrt(va + vb), (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
     diff, base = statistics.mean(b) - statistics.mean(a), statistics.mean(b)
     half = stats.t.ppf(0.975, df) * se
-    gain, interval, p, kind = compare.versus_baseline(runs((5, 6, 7), a), runs((1, 2, 3, 4), b), 10)
+    gain, interval, p, kind = versus_baseline(runs((5, 6, 7), a), runs((1, 2, 3, 4), b), 10)
     assert kind == "Welch" and gain == pytest.approx(diff / base)
     assert interval == pytest.approx(((diff - half) / base, (diff + half) / base))
     assert p == pytest.approx(2 * stats.t.sf(diff / se, df))
     # one run of the arm against two of the baseline: a difference, nothing to estimate its spread from
-    assert compare.versus_baseline(runs((5,), [2.9]), runs((1, 2), [3.0, 3.1]), 10) == (
+    assert versus_baseline(runs((5,), [2.9]), runs((1, 2), [3.0, 3.1]), 10) == (
         pytest.approx(0.15 / 3.05),
         None,
         None,
         "one run",
     )
-    assert compare.versus_baseline(runs((5, 6), [2.9, 2.8]), runs((1,), [3.0]), 10)[1:] == (None, None, "one run")
+    assert versus_baseline(runs((5, 6), [2.9, 2.8]), runs((1,), [3.0]), 10)[1:] == (None, None, "one run")
     # two runs each on different seeds, every loss equal within an arm: no spread at all, no test
-    gain, interval, p, kind = compare.versus_baseline(runs((5, 6), [2.9, 2.9]), runs((1, 2), [3.0, 3.0]), 10)
+    gain, interval, p, kind = versus_baseline(runs((5, 6), [2.9, 2.9]), runs((1, 2), [3.0, 3.0]), 10)
     assert kind == "Welch" and p is None and interval == pytest.approx((0.1 / 3.0, 0.1 / 3.0))
     # two runs each, on different seeds, whose spread is 2e-12 (under 1e-12 x 3.0): no test, a zero-width interval
-    gain, interval, p, kind = compare.versus_baseline(runs((5, 6), [2.9, 2.9]), runs((1, 2), [3.0, 3.0 + 4e-12]), 10)
+    gain, interval, p, kind = versus_baseline(runs((5, 6), [2.9, 2.9]), runs((1, 2), [3.0, 3.0 + 4e-12]), 10)
     assert kind == "Welch" and p is None and interval == pytest.approx((gain, gain), abs=1e-15)
 
 
@@ -303,12 +310,12 @@ def test_compare_takes_the_baseline_given_else_baseline_else_linear_else_the_fir
     def runs(*arms):
         return [SimpleNamespace(arm=a) for a in arms]
 
-    assert compare.resolve_baseline(runs("nlq", "baseline", "linear"), None) == "baseline"
-    assert compare.resolve_baseline(runs("nlq", "linear"), None) == "linear"
-    assert compare.resolve_baseline(runs("wide", "nlq", "wide"), None) == "wide"
-    assert compare.resolve_baseline(runs("nlq", "linear"), "nlq") == "nlq"
-    with pytest.raises(compare.CompareError, match="--baseline='x' is not an arm"):
-        compare.resolve_baseline(runs("nlq"), "x")
+    assert resolve_baseline(runs("nlq", "baseline", "linear"), None) == "baseline"
+    assert resolve_baseline(runs("nlq", "linear"), None) == "linear"
+    assert resolve_baseline(runs("wide", "nlq", "wide"), None) == "wide"
+    assert resolve_baseline(runs("nlq", "linear"), "nlq") == "nlq"
+    with pytest.raises(CompareError, match="--baseline='x' is not an arm"):
+        resolve_baseline(runs("nlq"), "x")
 
 
 def test_compare_bad_input(tmp_path):
@@ -328,7 +335,7 @@ def test_compare_bad_input(tmp_path):
         ([str(tmp_path / "base"), "--png=", f"--md={tmp_path / 'empty'}"], "--md"),
     ]:
         with pytest.raises(SystemExit) as e:
-            compare.main(args)
+            compare_main(args)
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
 
 
@@ -353,18 +360,18 @@ def test_compare_reads_runs_from_wandb(monkeypatch, capsys):
             return [FakeRun("base", "baseline", rows(3.0)), FakeRun("nlq", "nlq", rows(2.97))]
 
     monkeypatch.setitem(sys.modules, "wandb", SimpleNamespace(Api=FakeApi))
-    compare.main(["--wandb=me/proj", "--group=g", "--png="])
+    compare_main(["--wandb=me/proj", "--group=g", "--png="])
     out = capsys.readouterr().out
     assert "validation loss at step 10" in out and "| 2.9700 | 1 | +1.00% |" in out and "| 1,000 |" in out
     assert "fingerprints equal at 2 common logged steps" in out
     other = [FakeRun("base", "baseline", rows(3.0)), FakeRun("nlq", "nlq", rows(2.97, second="other batch"))]
     monkeypatch.setattr(FakeApi, "runs", lambda self, path, filters: other)
-    compare.main(["--wandb=me/proj", "--group=g", "--png="])  # the fingerprints are read from wandb's rows too
+    compare_main(["--wandb=me/proj", "--group=g", "--png="])  # the fingerprints are read from wandb's rows too
     assert "WARNING: the runs trained on different batches (first at step 1" in capsys.readouterr().out
     unprinted = [FakeRun(n, a, [{k: v for k, v in row.items() if k != "fingerprint"} for row in rows(3.0)])
                  for n, a in (("base", "baseline"), ("nlq", "nlq"))]  # fmt: skip
     monkeypatch.setattr(FakeApi, "runs", lambda self, path, filters: unprinted)
-    compare.main(["--wandb=me/proj", "--group=g", "--png="])  # no fingerprints logged: no claim either way
+    compare_main(["--wandb=me/proj", "--group=g", "--png="])  # no fingerprints logged: no claim either way
     assert "identical batches cannot be checked" in capsys.readouterr().out
 
 
@@ -380,8 +387,8 @@ def test_sample_from_imported_gpt2_weights(tmp_path):
         "--max_new_tokens=8",
         "--num_samples=2",
     ]
-    (cfg,) = sample.parse(args, sample.SampleConfig)
-    (a,) = sample.generate(cfg)[0]  # greedy: one sample, however many are asked for
+    (cfg,) = parse(args, SampleConfig)
+    (a,) = generate(cfg)[0]  # greedy: one sample, however many are asked for
     assert a.startswith("Hello world") and len(a) > len("Hello world")
 
 
@@ -397,8 +404,8 @@ def test_compare_figure_smoothing_signs_labels_and_clipping(tmp_path, capsys):
         records = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
         records = [early if r.get("step") == 10 else r for r in records]
         (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + records))
-    runs = [compare.Run.from_dir(tmp_path / n) for n in ("base", "nlq", "wide")]
-    fig = compare.figure(runs, "baseline", smooth=0.9)
+    runs = [Run.from_dir(tmp_path / n) for n in ("base", "nlq", "wide")]
+    fig = figure(runs, "baseline", smooth=0.9)
     ax_gain, _, ax_train = fig.axes[:3]
     beta, expected, m = 0.9, [], 0.0
     for k, x in enumerate(losses, 1):
@@ -407,10 +414,10 @@ def test_compare_figure_smoothing_signs_labels_and_clipping(tmp_path, capsys):
     assert list(ax_train.lines[0].get_ydata()) == pytest.approx(expected)
     assert expected[-1] < 2.6  # a moving average started at the first loss, 4.0, would read 3.31 here
 
-    table = "\n".join(compare.table(runs, "baseline", None))
+    shown = "\n".join(table(runs, "baseline", None))
     labels = {t.get_text().split()[0]: t.get_text().split()[1] for t in ax_gain.texts}
     for arm in ("nlq", "wide"):
-        assert f"| {arm} |" in table and f"| {labels[arm]} |" in table
+        assert f"| {arm} |" in shown and f"| {labels[arm]} |" in shown
     assert labels["nlq"] == "+1.00%" and labels["wide"] == "-0.33%"  # (3.0 - 2.97) / 3.0, (3.0 - 3.01) / 3.0
     low, high = ax_gain.get_ylim()
     wide = next(line for line in ax_gain.lines if line.get_label().startswith("wide"))
@@ -423,10 +430,9 @@ def test_compare_figure_smoothing_signs_labels_and_clipping(tmp_path, capsys):
 def test_the_head_benchmark_measures_both_variants_and_the_chunks_hold_less(tmp_path, capsys):
     """bench_head.py at a small head-dominated shape (3 chunks of logits): both variants timed, and the
     chunked loss's peak allocation below the whole logits' (allocator counts, not timing)."""
-    import bench_head
 
     out = tmp_path / "h.json"
-    bench_head.main(["--n_embd=32", "--vocab_size=4096", "--tokens=5000", "--rounds=2", "--device=cpu", f"--out={out}"])
+    bench_head_main(["--n_embd=32", "--vocab_size=4096", "--tokens=5000", "--rounds=2", "--device=cpu", f"--out={out}"])
     report = json.loads(out.read_text())
     assert all(len(s) == 2 and min(s) > 0 for s in report["seconds"].values())
     whole, chunked = report["peak_bytes"]["whole logits"], report["peak_bytes"]["GPT.head_loss"]
@@ -444,7 +450,7 @@ def test_compare_pairs_by_seed_whatever_the_order_or_names_of_the_runs(tmp_path)
         fake_run(tmp_path, f"nlq-s{s}", "nlq", s, {0: 4.0, 10: v}, ["a"], "residual_gelu") for s, v in nlq.items()
     ]
     orders = [paths, paths[::-1], sorted(paths, key=lambda p: p.name), [paths[i] for i in (5, 0, 3, 1, 4, 2)]]
-    tables = ["\n".join(compare.table([compare.Run.from_dir(p) for p in order], "baseline", None)) for order in orders]
+    tables = ["\n".join(table([Run.from_dir(p) for p in order], "baseline", None)) for order in orders]
     assert all(t == tables[0] for t in tables)
     gain = 0.05 / statistics.mean(base.values())
     # three equal differences: no spread, so no t-test (p '—', not a NaN from a zero standard error)

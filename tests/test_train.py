@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, killed_at_random, records, tiny_args, torchrun
+from helpers import error_of, killed_at_random, records, tiny_args, torchrun, train_main
 
-import train
 from configurator import parse
-from model import GPTConfig, clean_state_dict
+from model import GPT, GPTConfig, clean_state_dict
 from nlq.common.errors import ConfigError
-from nlq.run import checkpoint, hardware
+from nlq.run import checkpoint, hardware, trainer
+from nlq.run.config import TrainConfig, lr_at
+from nlq.run.step import DeviceBatches, OptimizerStep, make_optimizer
+from nlq.run.trainer import Diverged, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,9 +34,9 @@ def sha(path):
 
 def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(data_dir, tmp_path):
     common = dict(query_mode="residual_gelu", dropout=0.1)
-    train.main(tiny_args(data_dir, tmp_path / "full", **common))
-    train.main(tiny_args(data_dir, tmp_path / "split", max_iters=4, **common))
-    train.main(tiny_args(data_dir, tmp_path / "split", init_from="resume", **common))
+    train_main(tiny_args(data_dir, tmp_path / "full", **common))
+    train_main(tiny_args(data_dir, tmp_path / "split", max_iters=4, **common))
+    train_main(tiny_args(data_dir, tmp_path / "split", init_from="resume", **common))
 
     full, split = records(tmp_path / "full", "loss"), records(tmp_path / "split", "loss")
     assert sorted(full) == sorted(split) == list(range(8))
@@ -46,10 +48,10 @@ def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(data_dir, tmp_path)
 
 
 def test_resume_with_another_micro_batch_split_continues_the_same_data(data_dir, tmp_path):
-    train.main(tiny_args(data_dir, tmp_path / "full"))
-    train.main(tiny_args(data_dir, tmp_path / "split", max_iters=4))
+    train_main(tiny_args(data_dir, tmp_path / "full"))
+    train_main(tiny_args(data_dir, tmp_path / "split", max_iters=4))
     # after an out-of-memory, say: half the rows per micro-step, twice the micro-steps and eval batches
-    train.main(
+    train_main(
         tiny_args(
             data_dir, tmp_path / "split", init_from="resume", batch_size=2, gradient_accumulation_steps=8, eval_iters=4
         )
@@ -65,7 +67,7 @@ def test_resume_with_another_micro_batch_split_continues_the_same_data(data_dir,
 def test_every_query_mode_sees_the_same_batches(data_dir, tmp_path):
     prints = []
     for mode, seed in (("linear", 1), ("identity", 2), ("wide_mlp", 3)):
-        train.main(tiny_args(data_dir, tmp_path / mode, query_mode=mode, seed=seed, max_iters=3))
+        train_main(tiny_args(data_dir, tmp_path / mode, query_mode=mode, seed=seed, max_iters=3))
         prints.append([r["fingerprint"] for r in records(tmp_path / mode, "loss").values()])
     assert prints[0] == prints[1] == prints[2] and len(set(prints[0])) == 3
 
@@ -88,20 +90,20 @@ def test_an_accumulated_step_takes_the_gradient_of_the_whole_batch(mode):
     for accum in (1, 2, 4):
         model = GPT(reference.config)
         model.load_state_dict(start, strict=False)
-        cfg = train.TrainConfig(batch_size=8 // accum, gradient_accumulation_steps=accum, grad_clip=0.0, compile=False)
-        step = train.OptimizerStep(cfg, parallel.Dist(False, 0, 1, "cpu"), model, model, torch.float32)
+        cfg = TrainConfig(batch_size=8 // accum, gradient_accumulation_steps=accum, grad_clip=0.0, compile=False)
+        step = OptimizerStep(cfg, parallel.Dist(False, 0, 1, "cpu"), model, model, torch.float32)
         step.optimizer = step.guard.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
         step.guard.on_device = False
         step.cfg = dataclasses.replace(cfg, learning_rate=1.0, warmup_iters=0, min_lr=1.0)
         micro = rows.view(accum, 8 // accum, 17)
-        step(0, train.DeviceBatches(lambda m, micro=micro: (micro[m, :, :-1], micro[m, :, 1:]), "cpu"))
+        step(0, DeviceBatches(lambda m, micro=micro: (micro[m, :, :-1], micro[m, :, 1:]), "cpu"))
         for n, p in model.named_parameters():
             torch.testing.assert_close(p.detach() - start[n], expected[n], rtol=1e-4, atol=1e-6, msg=f"{accum}: {n}")
 
 
 def test_two_process_ddp_matches_one_process(data_dir, tmp_path):
     torchrun(ROOT / "train.py", tiny_args(data_dir, tmp_path / "ddp", max_iters=4), 240)
-    train.main(tiny_args(data_dir, tmp_path / "one", max_iters=4))
+    train_main(tiny_args(data_dir, tmp_path / "one", max_iters=4))
     ddp, one = records(tmp_path / "ddp", "loss"), records(tmp_path / "one", "loss")
     assert [r["fingerprint"] for r in ddp.values()] == [r["fingerprint"] for r in one.values()]
     for s in one:
@@ -160,7 +162,7 @@ def test_quick_start_config_runs_and_learns(tmp_path):
 
 
 def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir, tmp_path):
-    train.main(tiny_args(data_dir, tmp_path, max_iters=4))
+    train_main(tiny_args(data_dir, tmp_path, max_iters=4))
     before = sha(tmp_path / "ckpt.pt")
     message = error_of(
         tiny_args(
@@ -174,7 +176,7 @@ def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir
             max_iters=100,
             eval_interval=1000,
         ),
-        status=train.Diverged.exit_code,
+        status=Diverged.exit_code,
     )
     assert "non-finite" in message and "at step" in message
     step = int(message.split("at step ")[1].split(":")[0])
@@ -185,32 +187,32 @@ def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir
 
 @pytest.mark.slow
 def test_compile_smoke_run(data_dir, tmp_path):
-    train.main(tiny_args(data_dir, tmp_path, compile=True, max_iters=2, eval_interval=2, query_mode="residual_gelu"))
+    train_main(tiny_args(data_dir, tmp_path, compile=True, max_iters=2, eval_interval=2, query_mode="residual_gelu"))
     ckpt = checkpoint.load(tmp_path / "ckpt.pt")
     assert not any(k.startswith(("_orig_mod.", "module.")) for k in ckpt["model"])
     assert ckpt["iter_num"] == 2
 
 
 def test_named_checkpoints_and_checkpoint_contents(data_dir, tmp_path):
-    train.main(tiny_args(data_dir, tmp_path, keep_checkpoints=(3, 4), max_iters=5))
+    train_main(tiny_args(data_dir, tmp_path, keep_checkpoints=(3, 4), max_iters=5))
     assert sorted(p.name for p in tmp_path.glob("ckpt*.pt")) == ["ckpt.pt", "ckpt_000003.pt", "ckpt_000004.pt"]
     ckpt = checkpoint.load(tmp_path / "ckpt_000003.pt")
     assert ckpt["iter_num"] == 3 and {"optimizer", "scaler", "config", "model_args"} <= set(ckpt)
 
 
 def test_lr_schedule():
-    cfg = train.TrainConfig(learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110, max_iters=200)
-    lrs = [train.lr_at(i, cfg) for i in range(200)]
+    cfg = TrainConfig(learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110, max_iters=200)
+    lrs = [lr_at(i, cfg) for i in range(200)]
     assert lrs[0] == pytest.approx(1 / 11) and lrs[9] == pytest.approx(10 / 11)
     assert lrs[10] == pytest.approx(1.0) and lrs[60] == pytest.approx(0.55) and lrs[110] == pytest.approx(0.1)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[199] == 0.1
 
 
 def test_weight_decay_only_on_matrices():
-    model = train.GPT(
+    model = GPT(
         GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=2, n_embd=8, query_mode="residual_gelu", bias=True)
     )
-    opt = train.make_optimizer(model, train.TrainConfig(weight_decay=0.5), "cpu")
+    opt = make_optimizer(model, TrainConfig(weight_decay=0.5), "cpu")
     decayed, plain = opt.param_groups
     assert decayed["weight_decay"] == 0.5 and all(p.dim() >= 2 for p in decayed["params"])
     assert plain["weight_decay"] == 0.0 and all(p.dim() < 2 for p in plain["params"])
@@ -221,26 +223,24 @@ def test_weight_decay_only_on_matrices():
 def test_config_parsing(tmp_path):
     conf = tmp_path / "c.py"
     conf.write_text("import math\nquery_mode = 'identity'\nweight_decay = 2**-5\nkeep_checkpoints = [5, 10]\n")
-    cfg, model_cfg = parse(
-        [str(conf), "--batch_size=3", "--out_dir=123", "--learning_rate=1"], train.TrainConfig, GPTConfig
-    )
+    cfg, model_cfg = parse([str(conf), "--batch_size=3", "--out_dir=123", "--learning_rate=1"], TrainConfig, GPTConfig)
     assert (model_cfg.query_mode, cfg.weight_decay, cfg.keep_checkpoints) == ("identity", 2**-5, (5, 10))
     assert (cfg.batch_size, cfg.out_dir, cfg.learning_rate) == (3, "123", 1.0)
     with pytest.raises(ConfigError, match="did you mean learning_rate"):
-        parse(["--lerning_rate=1"], train.TrainConfig, GPTConfig)
+        parse(["--lerning_rate=1"], TrainConfig, GPTConfig)
     with pytest.raises(ConfigError, match="batch_size='big'.*not of type int"):
-        parse(["--batch_size=big"], train.TrainConfig, GPTConfig)
+        parse(["--batch_size=big"], TrainConfig, GPTConfig)
     with pytest.raises(ConfigError, match="compile=1 .*bool"):
-        parse(["--compile=1"], train.TrainConfig, GPTConfig)
+        parse(["--compile=1"], TrainConfig, GPTConfig)
     with pytest.raises(ConfigError, match="query_mode='cubic'"):
-        parse(["--query_mode=cubic"], train.TrainConfig, GPTConfig)
+        parse(["--query_mode=cubic"], TrainConfig, GPTConfig)
     with pytest.raises(ConfigError, match="the keys are the fields of TrainConfig and GPTConfig"):
-        parse(["--zzz=1"], train.TrainConfig, GPTConfig)
+        parse(["--zzz=1"], TrainConfig, GPTConfig)
     conf.write_text("batch_size = (\n")
     with pytest.raises(ConfigError, match=f"config file {conf} failed: SyntaxError"):
-        parse([str(conf)], train.TrainConfig, GPTConfig)
+        parse([str(conf)], TrainConfig, GPTConfig)
     with pytest.raises(ConfigError, match="config file nowhere.py not found"):
-        parse(["nowhere.py"], train.TrainConfig, GPTConfig)
+        parse(["nowhere.py"], TrainConfig, GPTConfig)
 
 
 def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path):
@@ -252,7 +252,7 @@ def test_bad_input_is_a_one_line_error_and_overwrites_nothing(data_dir, tmp_path
     assert f"vocab_size={vocab}" in error_of(tiny_args(data_dir, tmp_path, vocab_size=vocab - 1))
     assert "fewer than block_size" in error_of(tiny_args(data_dir, tmp_path, block_size=200_000))
 
-    train.main(tiny_args(data_dir, tmp_path, max_iters=4))
+    train_main(tiny_args(data_dir, tmp_path, max_iters=4))
     saved = {p.name: sha(p) for p in tmp_path.iterdir()}
     assert "--init_from=resume" in error_of(tiny_args(data_dir, tmp_path))  # a new run would overwrite it
     mismatch = error_of(tiny_args(data_dir, tmp_path, init_from="resume", n_embd=64, query_mode="identity"))
@@ -298,7 +298,7 @@ def test_wandb_offline_logging(data_dir, tmp_path, monkeypatch):
         return run
 
     monkeypatch.setattr(wandb, "init", init)
-    train.main(
+    train_main(
         tiny_args(
             data_dir,
             tmp_path / "run",
@@ -326,11 +326,11 @@ def test_clean_state_dict_strips_nested_wrapper_prefixes():
 
 
 def test_the_official_identity_arm_plans_a_600k_cosine():
-    cfg, model_cfg = parse([str(ROOT / "config/owt_identity_official.py")], train.TrainConfig, GPTConfig)
+    cfg, model_cfg = parse([str(ROOT / "config/owt_identity_official.py")], TrainConfig, GPTConfig)
     assert not model_cfg.tie_embeddings and model_cfg.query_mode == "identity" and cfg.max_iters == 60_000
     ratio = (60_000 - 2_000) / (600_000 - 2_000)  # warmup 2000, peak 6e-4, floor 6e-5
     expected = 6e-5 + 0.5 * (1 + math.cos(math.pi * ratio)) * (6e-4 - 6e-5)
-    assert train.lr_at(60_000, cfg) == pytest.approx(expected) and round(expected, 5) == 5.9e-4
+    assert lr_at(60_000, cfg) == pytest.approx(expected) and round(expected, 5) == 5.9e-4
 
 
 def test_dtype_auto_on_a_cpu_picks_bf16_only_where_native_and_measured_faster(monkeypatch):
@@ -369,17 +369,17 @@ def test_dtype_auto_is_measured_once_and_kept_by_a_resume(data_dir, tmp_path, mo
         calls.append(1)
         return torch.bfloat16, "bfloat16 (measured faster)"
 
-    monkeypatch.setattr(train, "choose_cpu_dtype", measured)
+    monkeypatch.setattr(trainer, "choose_cpu_dtype", measured)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no earlier test's choice for this shape
-    train.main(tiny_args(data_dir, tmp_path, dtype="auto", max_iters=4))
+    train_main(tiny_args(data_dir, tmp_path, dtype="auto", max_iters=4))
     assert "dtype=auto: bfloat16" in capsys.readouterr().out
     assert checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16" and calls == [1]
     # another run of this shape on this machine (another arm, say) takes the same precision, unmeasured
-    train.main(tiny_args(data_dir, tmp_path / "arm", dtype="auto", max_iters=2, query_mode="residual_gelu"))
+    train_main(tiny_args(data_dir, tmp_path / "arm", dtype="auto", max_iters=2, query_mode="residual_gelu"))
     assert calls == [1] and checkpoint.load(tmp_path / "arm" / "ckpt.pt")["dtype"] == "bfloat16"
-    train.main(tiny_args(data_dir, tmp_path, dtype="auto", init_from="resume"))  # the run's choice, not measured
+    train_main(tiny_args(data_dir, tmp_path, dtype="auto", init_from="resume"))  # the run's choice, not measured
     assert calls == [1] and checkpoint.load(tmp_path / "ckpt.pt")["dtype"] == "bfloat16"
-    train.main(tiny_args(data_dir, tmp_path / "fixed", dtype="float32", max_iters=2))
+    train_main(tiny_args(data_dir, tmp_path / "fixed", dtype="float32", max_iters=2))
     assert calls == [1] and checkpoint.load(tmp_path / "fixed" / "ckpt.pt")["dtype"] == "float32"
 
 
@@ -391,7 +391,7 @@ def test_device_batches_read_each_micro_batch_once_and_in_order():
         reads.append(micro)
         return torch.full((2, 3), micro), torch.full((2, 3), -micro)
 
-    batches = train.DeviceBatches(read, "cpu")
+    batches = DeviceBatches(read, "cpu")
     got = []
     for micro in range(4):
         x, y = batches(micro)
@@ -417,7 +417,7 @@ def test_an_unlogged_step_reads_nothing_back_from_the_device(data_dir, tmp_path,
             return _original(self, *a, **k)
 
         monkeypatch.setattr(torch.Tensor, name, instrumented)
-    step, train_step = [None], train.Trainer.train_step
+    step, train_step = [None], Trainer.train_step
 
     def counted(self, it):
         step[0], counting[0] = it, True
@@ -426,8 +426,8 @@ def test_an_unlogged_step_reads_nothing_back_from_the_device(data_dir, tmp_path,
         finally:
             counting[0] = False
 
-    monkeypatch.setattr(train.Trainer, "train_step", counted)
-    log_step = train.Trainer.log_step
+    monkeypatch.setattr(Trainer, "train_step", counted)
+    log_step = Trainer.log_step
 
     def counted_log(self, it, stats, *a):
         step[0], counting[0] = it, True
@@ -436,9 +436,9 @@ def test_an_unlogged_step_reads_nothing_back_from_the_device(data_dir, tmp_path,
         finally:
             counting[0] = False
 
-    monkeypatch.setattr(train.Trainer, "log_step", counted_log)
+    monkeypatch.setattr(Trainer, "log_step", counted_log)
     for mode in ("linear", "residual_gelu"):
         reads.clear()
-        train.main(tiny_args(data_dir, tmp_path / mode, query_mode=mode, log_interval=3, dropout=0.1))
+        train_main(tiny_args(data_dir, tmp_path / mode, query_mode=mode, log_interval=3, dropout=0.1))
         logged = [(it, name) for it in (0, 3, 6) for name in ("__int__", "tolist")]
         assert sorted(reads) == logged, mode

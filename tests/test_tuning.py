@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ARM, error_of, tiny_args
+from helpers import ARM, compare_main, error_of, sweep_main, tiny_args, train_main
 
-import compare
-import sweep
-import train
 from nlq.comparison import tuning
+from nlq.comparison.compare import Run
 from nlq.comparison.stats import holm
+from nlq.comparison.sweep import Run as Planned
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = dict(n_layer=1, n_head=2, n_embd=16, block_size=16, vocab_size=65, batch_size=2, gradient_accumulation_steps=1)
@@ -27,7 +26,7 @@ def fake(arm, stage, seed, lr, final, max_iters=8, **extra):
     config = dict(SHAPE, wandb_run_name=arm, wandb_group=f"R/{stage}", seed=seed, query_mode="linear")
     config.update(learning_rate=lr, max_iters=max_iters, **extra)
     records = [{"step": 0, "val_loss": 4.2}] + ([{"step": max_iters, "val_loss": final}] if final is not None else [])
-    return compare.Run(f"{arm}-{stage}-{lr}-s{seed}", config, records)
+    return Run(f"{arm}-{stage}-{lr}-s{seed}", config, records)
 
 
 def test_holm_against_a_worked_example():
@@ -176,7 +175,7 @@ def arms(tmp_path, data):
 def test_bad_grids_and_executor_options_are_one_line_and_start_nothing(char_data, tmp_path, options, words):
     base, nlq = arms(tmp_path, char_data)
     root = tmp_path / "R"
-    assert words in error_of([base, nlq, f"--out_root={root}", *options], main=sweep.main)
+    assert words in error_of([base, nlq, f"--out_root={root}", *options], main=sweep_main)
     assert not root.exists()
 
 
@@ -190,7 +189,7 @@ def test_a_two_stage_sweep_end_to_end_chooses_reports_fresh_seeds_and_continues(
     root = tmp_path / "R"
     command = [base, nlq, "--grid=learning_rate=1e-3,1e-2", "--tune_seeds=1", "--seeds=2,3", f"--out_root={root}"]
     command += [f"--json={root / 'result.json'}", f"--md={root / 'table.md'}", f"--png={root / 'lr.png'}"]
-    sweep.main(command)
+    sweep_main(command)
     result = json.loads((root / "result.json").read_text())
     best = {}
     for arm in ("base", "nlq"):  # the argmin of stage 1, read here from its runs' own logs
@@ -213,7 +212,7 @@ def test_a_two_stage_sweep_end_to_end_chooses_reports_fresh_seeds_and_continues(
     # A crash before one stage-2 run ended: the same command runs that run alone, and the result is the same.
     subprocess.run(["rm", "-rf", str(root / f"nlq-learning_rate={best['nlq']}-s3")], check=True)
     capsys.readouterr()
-    sweep.main(command)
+    sweep_main(command)
     out = capsys.readouterr().out
     assert out.count("start  ") == 1 and f"start nlq learning_rate={best['nlq']} seed 3 (missing)" in out
     again = json.loads((root / "result.json").read_text())
@@ -237,7 +236,7 @@ def test_the_submitit_path_runs_both_stages_as_jobs_and_a_rerun_submits_nothing(
     root = tmp_path / "R"
     command = [base, nlq, "--grid=learning_rate=1e-3,1e-2", "--tune_seeds=1", "--seeds=2", f"--out_root={root}"]
     command += ["--executor=submitit_local", f"--json={root / 'result.json'}", "--png=", "--progress_every=1"]
-    sweep.main(command)
+    sweep_main(command)
     out = capsys.readouterr().out
     assert out.count("submitted job") == 6  # 2 arms x 2 points x 1 tune seed, then 2 arms x 1 fresh seed
     result = json.loads((root / "result.json").read_text())
@@ -250,7 +249,7 @@ def test_the_submitit_path_runs_both_stages_as_jobs_and_a_rerun_submits_nothing(
     assert set(json.loads((root / "submitit" / "jobs.json").read_text())) == {
         p.name for p in root.iterdir() if (p / "metrics.jsonl").exists()
     }
-    sweep.main(command)
+    sweep_main(command)
     assert "submitted job" not in capsys.readouterr().out
 
 
@@ -277,7 +276,7 @@ def test_the_two_stage_report_warns_when_runs_saw_different_batches(tmp_path, ca
         steps = [{"step": s, "loss": 3.0, "fingerprint": f} for s, f in enumerate(prints)]
         evals = [run.evals[s] for s in sorted(run.evals)]
         (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps + evals))
-    compare.main([*map(str, tmp_path.iterdir()), "--tune=learning_rate", "--baseline=base", "--png="])
+    compare_main([*map(str, tmp_path.iterdir()), "--tune=learning_rate", "--baseline=base", "--png="])
     assert "WARNING: the runs trained on different batches (first at step 2" in capsys.readouterr().out
 
 
@@ -299,7 +298,7 @@ def test_compare_tunes_over_two_grid_keys_given_as_a_list(tmp_path):
         (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.evals.values()))
     out = tmp_path / "result.json"
     dirs = [str(p) for p in sorted((tmp_path / "runs").glob("*/*"))]
-    compare.main([*dirs, "--tune=learning_rate, weight_decay", "--baseline=base", f"--json={out}", "--png="])
+    compare_main([*dirs, "--tune=learning_rate, weight_decay", "--baseline=base", f"--json={out}", "--png="])
     arms = json.loads(out.read_text())["arms"]
     for arm, (lr, wd) in best.items():
         assert arms[arm]["chosen"] == {"learning_rate": lr, "weight_decay": wd}
@@ -334,16 +333,16 @@ def test_a_finished_run_that_lost_its_last_evaluation_or_config_is_restored_by_a
     status is unfinished, and the rerun (init_from=auto) restores both without training a step."""
     run = tmp_path / "r"
     args = tiny_args(char_data, run, init_from="auto")
-    train.main(args)
+    train_main(args)
     lines = (run / "metrics.jsonl").read_text().splitlines()
     records = [json.loads(x) for x in lines]
     final = [r for r in records if r.get("step") == 8 and "val_loss" in r][-1]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r != final))
     (run / "config.json").unlink()
-    assert sweep.Run("a", 1, "c.py", run, 8).status() == "unfinished"
-    train.main(args)
+    assert Planned("a", 1, "c.py", run, 8).status() == "unfinished"
+    train_main(args)
     restored = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r for r in restored if r.get("step") == 8 and "val_loss" in r] == [final]  # recomputed: the same
     assert len(restored) == len(records)  # nothing trained again: no step's record added
     assert json.loads((run / "config.json").read_text())["max_iters"] == 8
-    assert sweep.Run("a", 1, "c.py", run, 8).status() == "finished"
+    assert Planned("a", 1, "c.py", run, 8).status() == "finished"

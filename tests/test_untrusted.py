@@ -13,16 +13,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import error_of, snapshot, tiny_args
+from helpers import (
+    analyze_skip_main,
+    compare_main,
+    error_of,
+    export_main,
+    sample_main,
+    snapshot,
+    tiny_args,
+    train_main,
+    zeroshot_main,
+)
 
-import analyze_skip
-import export
-import sample
-import train
-import zeroshot
 from nlq.common.errors import UserError
 from nlq.common.safe_load import UnsafeFile, dcp_planner, numpy_array, torch_load
+from nlq.interop.importers import from_pretrained
 from nlq.run import checkpoint
+from nlq.run.trainer import Diverged
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,22 +53,22 @@ def losses(out_dir):
 def sharded_run(char_data, tmp_path):
     """A one-process FSDP-format run: sharded steps 4 (kept) and 8."""
     out = tmp_path / "run"
-    train.main(tiny_args(char_data, out, parallelism="fsdp", keep_checkpoints=(4,)))
+    train_main(tiny_args(char_data, out, parallelism="fsdp", keep_checkpoints=(4,)))
     return out
 
 
 def tools(out_dir, tmp_path):
     """Every entry point that reads a run's checkpoint, as (name, argv, main)."""
     return [
-        ("sample", [f"--out_dir={out_dir}", "--device=cpu", "--max_new_tokens=2"], sample.main),
-        ("zeroshot", [f"--out_dir={out_dir}", "--device=cpu", f"--out={tmp_path / 'e.json'}"], zeroshot.main),
+        ("sample", [f"--out_dir={out_dir}", "--device=cpu", "--max_new_tokens=2"], sample_main),
+        ("zeroshot", [f"--out_dir={out_dir}", "--device=cpu", f"--out={tmp_path / 'e.json'}"], zeroshot_main),
         (
             "harness",
             [f"--out_dir={out_dir}", "--device=cpu", f"--out={tmp_path / 'h.json'}", "--harness=x"],
-            zeroshot.main,
+            zeroshot_main,
         ),
-        ("export", [f"--out_dir={out_dir}", f"--out={tmp_path / 'x.pt'}"], export.main),
-        ("analyze_skip", [f"--out_dir={out_dir}", "--png="], analyze_skip.main),
+        ("export", [f"--out_dir={out_dir}", f"--out={tmp_path / 'x.pt'}"], export_main),
+        ("analyze_skip", [f"--out_dir={out_dir}", "--png="], analyze_skip_main),
     ]
 
 
@@ -78,7 +85,7 @@ def test_a_crafted_dcp_metadata_runs_no_code_in_any_tool(sharded_run, char_data,
             message,
         )
     assert "no intact checkpoint" in error_of(tiny_args(char_data, sharded_run, init_from="resume"))
-    train.main(tiny_args(char_data, sharded_run, parallelism="fsdp", init_from="auto"))  # starts anew
+    train_main(tiny_args(char_data, sharded_run, parallelism="fsdp", init_from="auto"))  # starts anew
     (aside,) = sharded_run.glob("stale-*")
     assert (
         (aside / checkpoint.SHARDED / "step_000008" / ".metadata")
@@ -148,13 +155,13 @@ def as_if_saved_on_a_gpu(path: Path) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the point is a machine without CUDA")
 def test_a_checkpoint_saved_on_a_gpu_samples_on_a_machine_without_one(char_data, tmp_path, capsys):
     """Runs train on GPUs and are sampled on laptops: every load maps tensors to the CPU."""
-    train.main(tiny_args(char_data, tmp_path / "run"))
+    train_main(tiny_args(char_data, tmp_path / "run"))
     ckpt = tmp_path / "run" / "ckpt.pt"
     as_if_saved_on_a_gpu(ckpt)
     with pytest.raises(RuntimeError, match="CUDA"):  # the rewrite took: torch alone refuses it here
         torch.load(ckpt, weights_only=True)
     capsys.readouterr()
-    sample.main([f"--init_from={ckpt}", "--device=cpu", "--max_new_tokens=3", "--num_samples=1", "--seed=1"])
+    sample_main([f"--init_from={ckpt}", "--device=cpu", "--max_new_tokens=3", "--num_samples=1", "--seed=1"])
     assert capsys.readouterr().out.strip()
 
 
@@ -199,12 +206,12 @@ def test_a_damaged_latest_shard_falls_back_to_the_kept_step(sharded_run, char_da
     damage(shard)
     assert checkpoint.latest(sharded_run).name == "step_000004"
     assert f"{shard.name} {words}" in capsys.readouterr().err
-    message = error_of([f"--out_dir={sharded_run}", "--format=hf", f"--dest={tmp_path / 'hf'}"], export.main)
+    message = error_of([f"--out_dir={sharded_run}", "--format=hf", f"--dest={tmp_path / 'hf'}"], export_main)
     assert "character-level run" in message  # the export reads the kept step (and stops at the char tokenizer)
-    train.main(tiny_args(char_data, sharded_run, parallelism="fsdp", init_from="auto"))
+    train_main(tiny_args(char_data, sharded_run, parallelism="fsdp", init_from="auto"))
     assert re.search(r"resuming from \S+ at step 4", capsys.readouterr().out)
     plain = tmp_path / "plain"
-    train.main(tiny_args(char_data, plain, parallelism="fsdp"))
+    train_main(tiny_args(char_data, plain, parallelism="fsdp"))
     assert losses(sharded_run) == pytest.approx(losses(plain), abs=1e-6)
     (aside,) = sharded_run.glob("stale-*")  # the damaged step is kept, not pruned
     assert (aside / "step_000008" / shard.name).stat().st_size in (100, size)
@@ -217,7 +224,7 @@ def test_a_step_saved_before_checksums_were_recorded_is_checked_for_its_sizes(sh
     run = torch.load(step / checkpoint.RUN, weights_only=True)
     torch.save({**run, "files": {name: size for name, (size, _) in run["files"].items()}}, step / checkpoint.RUN)
     assert checkpoint.latest(sharded_run) == step
-    sample.main([f"--out_dir={sharded_run}", "--device=cpu", "--max_new_tokens=2"])
+    sample_main([f"--out_dir={sharded_run}", "--device=cpu", "--max_new_tokens=2"])
     shard = next(step.glob("*.distcp"))
     shard.write_bytes(shard.read_bytes()[:100])
     capsys.readouterr()
@@ -236,39 +243,39 @@ def test_a_deleted_shard_is_one_line_everywhere(sharded_run, char_data, tmp_path
 def test_a_run_stopped_before_its_first_checkpoint_continues_with_auto(char_data, tmp_path, capsys):
     out = tmp_path / "run"
     diverging = tiny_args(char_data, out, learning_rate=1e30, warmup_iters=0, grad_clip=0.0)
-    assert "no checkpoint was saved yet" in error_of(diverging, status=train.Diverged.exit_code)
+    assert "no checkpoint was saved yet" in error_of(diverging, status=Diverged.exit_code)
     before = snapshot(out)
     assert "metrics.jsonl" in before and not checkpoint.candidates(out)
     for init_from in ("resume", "scratch"):  # both name the command that continues
         assert "--init_from=auto" in error_of(tiny_args(char_data, out, init_from=init_from))
     assert snapshot(out) == before
-    train.main(tiny_args(char_data, out, init_from="auto"))  # a fixed learning rate, same out_dir
+    train_main(tiny_args(char_data, out, init_from="auto"))  # a fixed learning rate, same out_dir
     (aside,) = out.glob("stale-*")
     assert f"set aside in {aside}" in capsys.readouterr().out
     assert {k: v for k, v in snapshot(aside).items()} == {k: before[k] for k in snapshot(aside)}
     assert {"metrics.jsonl", "config.json"} <= set(snapshot(aside))
-    train.main(tiny_args(char_data, tmp_path / "plain"))
+    train_main(tiny_args(char_data, tmp_path / "plain"))
     assert losses(out) == losses(tmp_path / "plain")
 
 
 def test_a_truncated_ckpt_pt_is_kept_aside_and_auto_continues(char_data, tmp_path, capsys):
     out = tmp_path / "run"
-    train.main(tiny_args(char_data, out, keep_checkpoints=(4,)))
+    train_main(tiny_args(char_data, out, keep_checkpoints=(4,)))
     data = (out / "ckpt.pt").read_bytes()
     (out / "ckpt.pt").write_bytes(data[: len(data) // 2])
     assert "--init_from=resume" in error_of(tiny_args(char_data, out, max_iters=12, lr_decay_iters=12))
-    train.main(tiny_args(char_data, out, init_from="auto"))  # from the kept step 4 to step 8
+    train_main(tiny_args(char_data, out, init_from="auto"))  # from the kept step 4 to step 8
     assert re.search(r"resuming from \S+ at step 4", capsys.readouterr().out)
     (aside,) = out.glob("stale-*")
     assert (aside / "ckpt.pt").read_bytes() == data[: len(data) // 2]
     assert checkpoint.load(out / "ckpt.pt")["iter_num"] == 8
     # With nothing intact left, auto starts anew and keeps the damaged file.
     only = tmp_path / "only"
-    train.main(tiny_args(char_data, only))
+    train_main(tiny_args(char_data, only))
     (only / "ckpt.pt").write_bytes(b"PK\x03\x04 not a checkpoint")
     message = error_of(tiny_args(char_data, only, init_from="resume"))
     assert "cannot be read" in message and "--init_from=auto" in message
-    train.main(tiny_args(char_data, only, init_from="auto"))
+    train_main(tiny_args(char_data, only, init_from="auto"))
     (aside,) = only.glob("stale-*")
     assert (aside / "ckpt.pt").read_bytes() == b"PK\x03\x04 not a checkpoint"
     assert checkpoint.load(only / "ckpt.pt")["iter_num"] == 8
@@ -284,7 +291,6 @@ def test_a_pointer_outside_the_checkpoint_folder_is_refused(sharded_run, tmp_pat
 
 def test_crafted_official_artifacts_run_no_code(char_data, tmp_path):
     """The paper's released files: a checkpoint given by path, its loss logs, its .npy index files."""
-    import compare
 
     marker = tmp_path / "ran"
     official = tmp_path / "official"
@@ -292,8 +298,8 @@ def test_crafted_official_artifacts_run_no_code(char_data, tmp_path):
     torch.save({"model_args": {"num_heads": 2}, "model": Payload(marker)}, official / "ckpt.pt")
     for name in ("tensor.pt", "eval_train_tensor.pt", "eval_val_tensor.pt"):
         torch.save(Payload(marker), official / name)
-    assert "cannot be read" in error_of([f"--init_from={official / 'ckpt.pt'}"], main=sample.main)
-    assert "tensor.pt cannot be read" in error_of([f"--reference={official}", "--png="], main=compare.main)
+    assert "cannot be read" in error_of([f"--init_from={official / 'ckpt.pt'}"], main=sample_main)
+    assert "tensor.pt cannot be read" in error_of([f"--reference={official}", "--png="], main=compare_main)
     data = tmp_path / "data"
     shutil.copytree(char_data, data)
     np.save(data / "train_indices.npy", np.array([Payload(marker)], dtype=object), allow_pickle=True)
@@ -335,9 +341,9 @@ def test_an_hf_directory_naming_code_of_its_own_is_refused_by_every_tool_and_run
     assert said.returncode == 1 and "never runs its code" in said.stderr and "[y/N]" not in said.stdout + said.stderr
     out = tmp_path / "out"
     for argv, main in [
-        ([f"--init_from={d}", "--start=a"], sample.main),
-        ([f"--init_from={d}", "--tasks=wikitext", f"--out={tmp_path / 'e.json'}"], zeroshot.main),
-        (tiny_args(char_data, out, init_from=d, max_iters=1), train.main),
+        ([f"--init_from={d}", "--start=a"], sample_main),
+        ([f"--init_from={d}", "--tasks=wikitext", f"--out={tmp_path / 'e.json'}"], zeroshot_main),
+        (tiny_args(char_data, out, init_from=d, max_iters=1), train_main),
     ]:
         assert "never runs its code" in error_of(argv, main)
     assert not marker.exists() and not out.exists()
@@ -348,7 +354,7 @@ def test_a_pickled_pytorch_model_bin_is_refused_unread(tmp_path):
     (d / "model.safetensors").unlink()
     with open(d / "pytorch_model.bin", "wb") as f:
         pickle.dump(Payload(marker), f)
-    message = error_of([f"--init_from={d}", "--start=a"], sample.main)
+    message = error_of([f"--init_from={d}", "--start=a"], sample_main)
     assert "holds no model.safetensors (it holds pytorch_model.bin: pickles)" in message and not marker.exists()
 
 
@@ -380,14 +386,14 @@ def test_safetensors_weights_must_have_the_models_exact_shape_and_a_float_dtype(
     state["transformer.ln_f.weight"] = replace(state["transformer.ln_f.weight"])
     save_file(state, d / "model.safetensors")
     with pytest.raises(ValueError, match=message):
-        GPT.from_pretrained(str(d))
+        from_pretrained(str(d))
 
 
 def test_an_hf_config_describing_a_model_too_large_for_memory_is_refused_before_any_weight_is_read(tmp_path):
     d = hf_gpt2(tmp_path / "hf")
     edit_json(d / "config.json", n_layer=4096, n_embd=8192)  # 3.3 T parameters
     (d / "model.safetensors").write_bytes(b"never read")
-    message = error_of([f"--init_from={d}", "--start=a"], sample.main)
+    message = error_of([f"--init_from={d}", "--start=a"], sample_main)
     assert "float32 weights, held twice while they are copied" in message and "GiB free on cpu" in message
 
 
@@ -398,7 +404,7 @@ def test_an_hf_config_describing_a_model_too_large_for_memory_is_refused_before_
 def test_an_hf_config_of_the_wrong_type_or_size_is_one_line(tmp_path, changes, message):
     d = hf_gpt2(tmp_path / "hf")
     edit_json(d / "config.json", **changes)
-    assert message in error_of([f"--init_from={d}", "--start=a"], sample.main)
+    assert message in error_of([f"--init_from={d}", "--start=a"], sample_main)
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import error_of
+from helpers import error_of, verdict_main
 
-import verdict
 from nlq.data import documents
 from nlq.data.dataset import open_split
 
@@ -64,7 +63,7 @@ def test_a_folder_without_enough_readable_documents_is_one_line(tmp_path):
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "x.md").write_bytes(b"\xff\xfe")
     for src, words in ((few, "holds 5 readable distinct document(s)"), (tmp_path / "none", "0 readable")):
-        message = error_of([f"--data={src}", f"--out={tmp_path / 'V'}"], verdict.main)
+        message = error_of([f"--data={src}", f"--out={tmp_path / 'V'}"], verdict_main)
         assert words in message and "add documents" in message
     assert not (tmp_path / "V").exists()
 
@@ -75,7 +74,7 @@ def test_a_folder_without_enough_readable_documents_is_one_line(tmp_path):
 )
 def test_arms_that_do_not_make_a_comparison_are_one_line(tmp_path, arms, words):
     message = error_of(
-        [f"--data={folder(tmp_path / 'docs')}", f"--arms={arms}", f"--out={tmp_path / 'V'}"], verdict.main
+        [f"--data={folder(tmp_path / 'docs')}", f"--arms={arms}", f"--out={tmp_path / 'V'}"], verdict_main
     )
     assert words in message and not (tmp_path / "V").exists()
 
@@ -84,11 +83,11 @@ def test_a_report_directory_of_another_verdict_is_refused(tmp_path):
     out = tmp_path / "V"
     out.mkdir()
     (out / "verdict.json").write_text(json.dumps({"data": "elsewhere"}))
-    message = error_of([f"--data={folder(tmp_path / 'docs')}", f"--out={out}"], verdict.main)
+    message = error_of([f"--data={folder(tmp_path / 'docs')}", f"--out={out}"], verdict_main)
     assert "holds another verdict" in message and "choose another --out" in message
     (tmp_path / "W").mkdir()
     (tmp_path / "W" / "notes.txt").write_text("mine")
-    assert "holds no verdict" in error_of([f"--data={tmp_path / 'docs'}", f"--out={tmp_path / 'W'}"], verdict.main)
+    assert "holds no verdict" in error_of([f"--data={tmp_path / 'docs'}", f"--out={tmp_path / 'W'}"], verdict_main)
 
 
 TINY = ["--tokenizer=char", "--seeds=1,2", "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=48",
@@ -100,7 +99,7 @@ TINY = ["--tokenizer=char", "--seeds=1,2", "--n_layer=1", "--n_embd=32", "--n_he
 @pytest.mark.slow
 def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
     src, out = folder(tmp_path / "docs", n=40), tmp_path / "V"
-    verdict.main([f"--data={src}", f"--out={out}", *TINY])
+    verdict_main([f"--data={src}", f"--out={out}", *TINY])
     said = dict(re.findall(r"^(train|val|test): (\d+) documents", capsys.readouterr().out, re.M))
     assert set(said) == {"train", "val", "test"} and sum(map(int, said.values())) == 40  # every document, once
     result = json.loads((out / "report.json").read_text())
@@ -125,12 +124,12 @@ def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
     choices = tmp_path / "choices.json"
     choices.write_text(json.dumps({"review": key["review"], "answers": dict.fromkeys(key["items"], "A")}))
     capsys.readouterr()
-    verdict.main([f"--tally={choices}", f"--out={out}"])
+    verdict_main([f"--tally={choices}", f"--out={out}"])
     tally = json.loads((out / "tally.json").read_text())
     expected = {arm: sum(v["A"] == arm for v in key["items"].values()) for arm in ("linear", "residual_gelu")}
     assert tally["wins"] == expected and tally["ties"] == 0
     # the same command again: every run is skipped, the same losses
-    verdict.main([f"--data={src}", f"--out={out}", *TINY])
+    verdict_main([f"--data={src}", f"--out={out}", *TINY])
     assert "start  " not in capsys.readouterr().out
     assert json.loads((out / "report.json").read_text())["losses"] == result["losses"]
 
@@ -142,5 +141,5 @@ def test_a_choices_file_of_another_report_is_one_line(tmp_path):
         json.dumps({"review": "r1", "arms": ["a", "b"], "items": {"i": {"A": "a", "B": "b"}}})
     )
     (tmp_path / "c.json").write_text(json.dumps({"review": "r2", "answers": {"i": "A"}}))
-    assert "not to this report's 'r1'" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={out}"], verdict.main)
-    assert "holds no review_key.json" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={tmp_path}"], verdict.main)
+    assert "not to this report's 'r1'" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={out}"], verdict_main)
+    assert "holds no review_key.json" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={tmp_path}"], verdict_main)

@@ -4,13 +4,11 @@ python data/shakespeare/prepare.py                 # downloads input.txt next to
 python data/shakespeare/prepare.py --input PATH    # or reads a local copy
 """
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
 from nlq.data.textprep import prepare_text  # noqa: E402
 from nlq.data.tokenizer import gpt2_encoding  # noqa: E402

@@ -4,11 +4,9 @@ python data/shakespeare_char/prepare.py                 # downloads input.txt ne
 python data/shakespeare_char/prepare.py --input PATH    # or reads a local copy
 """
 
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
 from nlq.data.textprep import char_tokenize, prepare_text  # noqa: E402
 

@@ -8,11 +8,9 @@ Without --input it downloads tiny shakespeare (data/shakespeare_char's source) o
 """
 
 import argparse
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
 from nlq.common.atomic import atomic_write_text  # noqa: E402
 from nlq.common.errors import UserError, cli_main  # noqa: E402

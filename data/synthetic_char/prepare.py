@@ -6,11 +6,9 @@ About 1 MB of speaker lines of common English words (textprep.synthetic_play, se
 every machine), cut 90 % / 10 % into train.bin / val.bin, one id per character (meta.json lists them).
 """
 
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
 from nlq.data.textprep import char_tokenize, prepare_text, synthetic_play  # noqa: E402
 

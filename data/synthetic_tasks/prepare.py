@@ -16,11 +16,9 @@ the recall tasks) on the whole next-token sequence.
 
 import argparse
 import inspect
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
 from nlq.common.errors import UserError, cli_main  # noqa: E402
 from nlq.data.examples import write_task  # noqa: E402

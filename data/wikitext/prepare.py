@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for running this file directly
 
 from nlq.common.errors import cli_main  # noqa: E402
 from nlq.data.dataset import refuse_overwrite, write_dataset  # noqa: E402

@@ -19,8 +19,8 @@ import numpy as np
 from nlq.common.atomic import atomic_write_json, fsync_dir
 from nlq.common.safe_load import numpy_array
 from nlq.data.dataset import DataError
+from nlq.data.floor import key_blind_floor
 from nlq.data.tasks import IGNORE, generate
-from nlq.eval.accuracy import key_blind_floor
 
 SPLITS = ("train", "test")
 ARRAYS = ("inputs", "targets")

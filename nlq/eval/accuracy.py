@@ -1,19 +1,15 @@
-"""Accuracy on the synthetic tasks, the floor a model reaches without recall, and how soon a run leaves it.
+"""Accuracy on the synthetic tasks, and how soon a run leaves the floor it reaches without recall.
 
 - accuracy: the argmax prediction at each scored position against its target, counted per token and per
   example (an example is right when all its scored positions are).
-- key_blind_floor: the best accuracy of a guesser that does not use which key is asked: at each scored
-  position it guesses the answer id (an id that is some scored position's target in this split) seen most
-  often so far in the example, ties split evenly; where no answer id has been seen, the answer most often
-  scored in the split. For recall this is the plateau of guessing from which values occur in the context.
+- the floor a model reaches without recall is the dataset's own (nlq/data/floor.py, written to meta.json).
 - tokens_to_reach: the training tokens at which a learning curve first reaches a level (linear between
   evaluations): the midpoint between the floor and 100 % measures how soon a run learns to recall.
 """
 
-import numpy as np
 import torch
 
-IGNORE = (-100, -1)  # the on-disk and the loss's mark of a position that is not scored
+from nlq.data.floor import IGNORE
 
 
 def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[int, int, int, int]:
@@ -24,30 +20,6 @@ def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[int, int, int
     has = scored.any(dim=1)
     whole = (right.sum(dim=1) == scored.sum(dim=1)) & has
     return int(right.sum()), int(scored.sum()), int(whole.sum()), int(has.sum())
-
-
-def key_blind_floor(inputs: np.ndarray, targets: np.ndarray) -> dict:
-    """{'token': the guesser's expected accuracy per scored token, 'example': per example (all its scored
-    positions right, the guesses' chances multiplied)} on one split (n x seq_len arrays, IGNORE unscored)."""
-    scored = ~np.isin(targets, IGNORE)
-    answers, counts = np.unique(targets[scored], return_counts=True)
-    fallback = answers[np.argmax(counts)]
-    chances, per_example = [], []
-    for x, y, s in zip(np.asarray(inputs), np.asarray(targets), scored):
-        if not s.any():
-            continue
-        seen = np.cumsum(x[:, None] == answers[None, :], axis=0)  # T x answers: each answer id seen so far
-        p = []
-        for t in np.flatnonzero(s):
-            top = seen[t].max()
-            if top == 0:
-                p.append(float(y[t] == fallback))
-            else:
-                best = answers[seen[t] == top]
-                p.append(float(y[t] in best) / len(best))
-        chances += p
-        per_example.append(float(np.prod(p)))
-    return {"token": float(np.mean(chances)), "example": float(np.mean(per_example))}
 
 
 def midpoint(floor: float) -> float:

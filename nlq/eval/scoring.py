@@ -1,6 +1,6 @@
-"""How a model scores text, shared by zeroshot.py and the lm-evaluation-harness adapter (nlq/eval/harness.py), so both
-score a continuation the same way: log-probabilities of continuations in batches, and the encoder that
-refuses text the model cannot see."""
+"""How a model scores text, shared by zeroshot.py and the lm-evaluation-harness adapter
+(nlq/inference/harness.py), so both score a continuation the same way: log-probabilities of continuations in
+batches, and the encoder that refuses text the model cannot see."""
 
 import sys
 import time

@@ -1,8 +1,7 @@
 """Pretrained weights of other formats, read for this project's GPT: GPT-2 and GPT-NeoX (Pythia) checkpoints,
 by hub name or local Hugging Face directory, through transformers, and this project's own exports. Each
 importer maps the other model's config to GPTConfig fields and its state dict to our parameter names (the
-model keeps GPT-2's / nanoGPT's names); model.GPT.from_pretrained builds the model from what it returns, so
-this module never imports the model."""
+model keeps GPT-2's / nanoGPT's names); from_pretrained builds the model from what they return."""
 
 import json
 import math
@@ -12,7 +11,9 @@ from pathlib import Path
 
 import torch
 
+from model import GPT, GPTConfig, buffer_count, parameter_count
 from nlq.common import hub
+from nlq.common.fits import check_fits
 
 EXPORT_TYPE = "nlq_gpt"  # config.json's model_type of an export (nlq/interop/hf/configuration_nlq.py)
 
@@ -89,6 +90,25 @@ def open_pretrained(name_or_path: str) -> Pretrained:
             raise ValueError(f"{name_or_path}'s weights do not fit its config.json ({first_line(e)})") from None
 
     return Pretrained(name_or_path, fields, read, export=False)
+
+
+def from_pretrained(model_type: str, override_args: dict | None = None) -> GPT:
+    """nanoGPT's GPT.from_pretrained('gpt2', dict(dropout=0.0)), which also takes GPT-2 sizes, Pythia, local
+    Hugging Face directories and this project's exports, read running no code. override_args may set fields
+    the checkpoint has no say in (dropout, preproj, content_skip, lora_rank, ...); the parameters they add keep
+    their fresh initialisation. The model's size is checked against free memory before any weights are read."""
+    pretrained = open_pretrained(model_type)
+    try:
+        config = GPTConfig(**pretrained.config_fields(override_args or {}))
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:  # out of its domain
+        raise pretrained.config_error(e) from None
+    if not pretrained.export and config.query_mode != "linear":
+        raise ValueError(f"query_mode={config.query_mode!r}: pretrained weights are linear-query only")
+    held = parameter_count(config) + buffer_count(config)
+    check_fits(held, 8, "cpu", "float32 weights, held twice while they are copied")
+    model = GPT(config)
+    copy_weights(model, pretrained.weights(), pretrained.source)
+    return model
 
 
 def first_line(e: Exception) -> str:

@@ -29,10 +29,10 @@ import torch
 from model import GPT, GPTConfig, buffer_count, clean_state_dict, parameter_count
 from nlq.common.atomic import WriteError, atomic_write, atomic_write_text, fsync_dir
 from nlq.common.errors import ConfigError, UserError
+from nlq.common.fits import check_fits
 from nlq.common.safe_load import dcp_planner, dcp_reader, read_dcp_metadata, torch_load
 from nlq.interop import importers
 from nlq.paper import official
-from nlq.run.hardware import check_fits
 
 # DCP warns when it reads or writes without a process group (also from its writer thread); here that is
 # a one-process run, as intended.
@@ -524,7 +524,7 @@ def load_for_inference(init_from: str, out_dir: str):
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
     elif importers.is_pretrained_source(init_from):
         try:
-            model = GPT.from_pretrained(init_from)
+            model = importers.from_pretrained(init_from)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         meta = pretrained_tokenizer(init_from)

@@ -17,8 +17,6 @@ import torch
 from nlq.common.atomic import atomic_write_json
 from nlq.common.errors import ConfigError, UserError
 
-GiB = 2**30
-
 GPU_PEAK_BF16 = [  # (substring of torch.cuda.get_device_name, dense FLOP/s); more specific names first
     ("H100 PCIe", 756e12),
     ("H100 NVL", 835e12),
@@ -198,28 +196,3 @@ def peak_flops(device: str, dtype: torch.dtype, cpu_peak: float | None = None, c
             return cached_cpu_flops(dtype), f"{dtype_name(dtype)} matmul peak measured once on this machine (cached)"
         return measure_cpu_flops(dtype), f"measured {dtype_name(dtype)} matmul peak"
     return None, f"no peak known for {device}: MFU not reported"
-
-
-def free_bytes(device: str) -> int | None:
-    """Memory free for a new model: a GPU's free memory, a CPU's MemAvailable (Linux); None if unknown."""
-    if device.startswith("cuda"):
-        return torch.cuda.mem_get_info(torch.device(device))[0]
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def check_fits(n: int, bytes_per_param: float, device: str, what: str) -> None:
-    """Refuse, in one line with the numbers, a model of n parameters whose what (e.g. weights, gradients and
-    AdamW state: bytes_per_param per parameter) exceeds the memory free on device."""
-    need, free = n * bytes_per_param, free_bytes(device)
-    if free is not None and need > free:
-        raise ConfigError(
-            f"the model has {n:,} parameters: its {what} need {need / GiB:,.1f} GiB, more than the "
-            f"{free / GiB:,.1f} GiB free on {device}; lower n_layer, n_embd or vocab_size (or spread it: "
-            "--parallelism=fsdp on more GPUs)"
-        )

@@ -19,8 +19,8 @@ from dataclasses import replace
 import torch
 
 from model import GPT, LOSS_CHUNK
+from nlq.common.fits import GiB
 from nlq.run import parallel
-from nlq.run.hardware import GiB
 
 
 def saved_bytes(model, batch_size: int, seq_len: int) -> int:

@@ -13,10 +13,11 @@ import torch
 
 from model import GPT, PROBE_FIELDS, GPTConfig, buffer_count, clean_state_dict, parameter_count
 from nlq.common.errors import ConfigError
+from nlq.common.fits import check_fits
 from nlq.interop import importers
 from nlq.paper import official
 from nlq.run import checkpoint
-from nlq.run.hardware import check_fits, resolve_device
+from nlq.run.hardware import resolve_device
 from nlq.run.rundir import RunDir
 
 # What fixes the tokens of each step and the validation windows: a resume must not change it. The
@@ -124,7 +125,7 @@ def build_model(cfg, model_cfg: GPTConfig, mode: str, path):
         return from_file(cfg, model_cfg, mode)
     if importers.is_pretrained_source(mode):
         try:
-            return GPT.from_pretrained(mode, probe), None, mode
+            return importers.from_pretrained(mode, probe), None, mode
         except ValueError as e:
             raise ConfigError(str(e)) from None
     raise ConfigError(

@@ -1,0 +1,219 @@
+"""The synthetic screen's runs (screen.py): each setting's dataset, stage 1 and 2 of every arm, the estimate of
+its time, and the report (nlq/comparison/screening.py)."""
+
+import argparse
+import json
+import shlex
+import time
+from pathlib import Path
+
+from configurator import parse
+from model import GPTConfig
+from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
+from nlq.common.errors import UserError
+from nlq.common.figures import check_figure_path
+from nlq.comparison import screening, sweep
+from nlq.comparison.compare import Run
+from nlq.comparison.screening import ACCURACY
+from nlq.data.examples import write_task
+from nlq.data.tasks import TaskError
+from nlq.run.config import TrainConfig
+
+TOKENS_PER_SECOND = 60_000  # one run of the screen's model with one thread on the 2-core VM (docs/screening.md)
+
+
+def parser(doc: str | None = None) -> argparse.ArgumentParser:
+    """screen.py's options (doc: its --help text)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("arms", nargs="+", help="config files, one per arm; the first is the baseline")
+    p.add_argument(
+        "--screen", default="default",
+        help=f"the task settings: {', '.join(screening.SCREENS)}, or a JSON file of one's own (docs/screening.md)",
+    )  # fmt: skip
+    p.add_argument("--settings", help="a comma list of the screen's setting names to run (default: all)")
+    p.add_argument("--grid", action="append", metavar="KEY=V1,V2", help="a grid axis (default: the screen's)")
+    p.add_argument("--tune_seeds", default="1", help="stage 1's seeds")
+    p.add_argument("--seeds", default="2,3,4", help="stage 2's seeds, disjoint from --tune_seeds")
+    p.add_argument("--out_root", default="out-screen", help="datasets, runs and the report go here")
+    sweep.add_run_options(p)
+    p.set_defaults(jobs=None)  # two side by side on a CPU machine (docs/screening.md); one per GPU or job otherwise
+    p.add_argument("--tokens_per_s", type=float, default=TOKENS_PER_SECOND, help="one run's speed, for estimates")
+    return p
+
+
+def screen(args, extra) -> None:
+    """The screen args (screen.py's options, parser()) and extra (--key=value options for every run) ask for:
+    each setting's data, stage 1, the choices, stage 2, the report."""
+    if args.jobs is None:
+        args.jobs = 2 if args.executor == "local" and not args.gpus else 1
+    if any(not x.startswith("--") or "=" not in x for x in extra):
+        raise UserError(f"{next(x for x in extra if not x.startswith('--') or '=' not in x)}: give --key=value")
+    sweep.check_executor(args)
+    settings, rates = chosen_settings(args)
+    grid = args.grid or [f"learning_rate={rates}"]
+    keys, points = sweep.grid_points(grid, extra)
+    tune_seeds, seeds = sweep.seed_list("--tune_seeds", args.tune_seeds), sweep.seed_list("--seeds", args.seeds)
+    if set(tune_seeds) & set(seeds):
+        raise UserError("--tune_seeds and --seeds share a seed: report on fresh seeds")
+    out_root = Path(args.out_root)
+    sweep.check_out_root(out_root)
+    data = {s.name: out_root / "data" / s.name for s in settings}
+    stage1 = [r for s in settings for r in plan(s, data[s.name], args.arms, tune_seeds, out_root, extra, points)]
+    sweep.check_arm_names(stage1, args.arms)
+    estimate(settings, stage1, args, len(seeds))
+    if args.dry_run:
+        sweep.launch(stage1, args, extra=[])
+        print(f"stage 2: each arm's chosen point per setting x seeds {seeds}, once stage 1 has finished")
+        return
+    out_root.mkdir(parents=True, exist_ok=True)
+    for name in ("screen.md", "screen.json"):
+        check_writable(f"the report {name}", out_root / name)
+    for name in ("screen.png", "curves.png", "axes.png"):
+        check_figure_path("the figure", out_root / name)
+    for s in settings:
+        prepare(s, data[s.name], out_root)
+    started = time.time()
+    finished, failures = sweep.launch(stage1, args, extra=[], tolerate=sweep.DIVERGED)
+    gave_up = {n for n, (code, _) in failures.items() if code == sweep.DIVERGED}
+    if any(r not in finished and str(r.out_dir) not in gave_up for r in stage1):
+        raise UserError("stage 1 is not complete (above): run the same command again; stage 2 starts after it")
+    stage2 = [
+        r for s in settings for r in chosen_runs(s, stage1, data[s.name], args.arms, seeds, out_root, extra, keys)
+    ]
+    done, _ = sweep.launch(stage2, args, extra=[])
+    if len(done) < len(stage2):
+        raise UserError(f"{len(stage2) - len(done)} stage-2 runs did not finish (above): run the same command again")
+    write_report(settings, stage1 + stage2, keys, data, out_root, args, started)
+
+
+def chosen_settings(args) -> tuple[list, str]:
+    """The screen's settings (those --settings names, if given) and its default learning rates."""
+    if args.screen.endswith(".json"):
+        screen, grid = screening.read_screen(args.screen)
+        grid = grid or screening.GRIDS["default"]
+    elif args.screen in screening.SCREENS:
+        screen, grid = screening.SCREENS[args.screen], screening.GRIDS[args.screen]
+    else:
+        raise UserError(f"--screen={args.screen}: one of {', '.join(screening.SCREENS)}, or a .json file of settings")
+    if not args.settings:
+        return screen, grid
+    names = [n.strip() for n in args.settings.split(",") if n.strip()]
+    unknown = [n for n in names if n not in {s.name for s in screen}]
+    if unknown or not names:
+        raise UserError(f"--settings={args.settings}: the screen has {', '.join(s.name for s in screen)}")
+    return [s for s in screen if s.name in names], grid
+
+
+def setting_runs(setting, data_dir, config, arm, seeds, out_root, extra, point, stage) -> list:
+    """One arm's runs of one setting at one grid point: sweep's runs, with the setting's train.py options."""
+    return sweep.runs_with(
+        config, arm, seeds, out_root / setting.name, [*setting.options(data_dir), *extra], point, stage
+    )
+
+
+def plan(setting, data_dir, arms, seeds, out_root, extra, points) -> list:
+    """Stage 1 of one setting: every arm x grid point x tune seed."""
+    return [
+        r
+        for config, arm in zip(arms, sweep.arm_names(arms))
+        for point in points
+        for r in setting_runs(setting, data_dir, config, arm, seeds, out_root, extra, point, "tune")
+    ]
+
+
+def chosen_runs(setting, stage1, data_dir, arms, seeds, out_root, extra, keys) -> list:
+    """Stage 2 of one setting: each arm's point chosen on its stage-1 runs by accuracy, on the fresh seeds."""
+    chosen = sweep.chosen_points([r for r in stage1 if r.out_dir.parent == out_root / setting.name], keys, ACCURACY)
+    return [
+        r
+        for config, arm in zip(arms, sweep.arm_names(arms))
+        for r in setting_runs(setting, data_dir, config, arm, seeds, out_root, extra, chosen[arm], "report")
+    ]
+
+
+def prepare(setting, data_dir: Path, out_root: Path) -> None:
+    """The setting's dataset, made unless data_dir holds it already with the same settings; a dataset of
+    other settings is replaced only while no run of the setting exists (their examples would differ)."""
+    asked = {"task": setting.task, "settings": setting.settings, "seed": setting.seed}
+    asked |= {
+        "train_targets": setting.train_targets,
+        "examples_asked": {"train": setting.num_train, "test": setting.num_test},
+    }
+    try:
+        held = json.loads((data_dir / "meta.json").read_text())
+    except (OSError, ValueError):
+        held = None
+    if isinstance(held, dict) and all(held.get(k) == v for k, v in asked.items()):
+        return
+    runs = out_root / setting.name
+    if held is not None and runs.is_dir() and any(runs.iterdir()):
+        raise UserError(
+            f"{data_dir} was made with other settings than setting {setting.name}'s, and {runs} holds runs on it: "
+            "use another --out_root (or remove both)"
+        )
+    try:
+        write_task(
+            data_dir, setting.task, setting.settings, setting.num_train, setting.num_test, setting.seed,
+            setting.train_targets, force=True,
+        )  # fmt: skip
+    except TaskError as e:
+        raise UserError(f"setting {setting.name}: {e}") from None
+    print(f"made {data_dir} ({setting.task}, {screening.json_settings(setting.settings)})")
+
+
+def estimate(settings, stage1, args, seeds: int) -> None:
+    """The runs and their estimated time at --tokens_per_s per run, --jobs (or GPUs) at a time. Stage 2 is
+    counted as seeds runs per arm and setting at its full length."""
+    arms, fresh = len(args.arms), {}
+    tokens = 0
+    for r in stage1:
+        setting = r.out_dir.parent.name
+        cfg, _ = parse([r.config, *r.options], TrainConfig, GPTConfig)
+        run_tokens = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.max_iters * seq_len(settings, setting)
+        tokens += run_tokens
+        fresh[setting] = run_tokens * seeds * arms
+    tokens += sum(fresh.values())
+    runs = len(stage1) + seeds * arms * len(settings)
+    run_hours = tokens / args.tokens_per_s / 3600
+    if args.executor == "local":
+        slots = len(args.gpus.split(",")) if args.gpus else args.jobs
+        when = f"about {run_hours / slots:.1f} hours, {slots} at a time"
+    else:
+        when = f"about {run_hours:.1f} run-hours, as many at a time as the scheduler gives"
+    print(
+        f"{runs} runs ({len(stage1)} in stage 1, {runs - len(stage1)} in stage 2 over {len(settings)} settings), "
+        f"{tokens / 1e6:,.0f}M training tokens: {when} at {args.tokens_per_s:,.0f} tokens/s a run (evaluations "
+        "and starts add about 15 %)"
+    )
+
+
+def seq_len(settings, name: str) -> int:
+    return next(s.settings["seq_len"] for s in settings if s.name == name)
+
+
+def write_report(settings, runs, keys, data, out_root: Path, args, started: float) -> None:
+    baseline = sweep.arm_names(args.arms)[0]
+    by_setting = {s.name: [Run.from_dir(r.out_dir) for r in runs if r.out_dir.parent == out_root / s.name]
+                  for s in settings}  # fmt: skip
+    results = {}
+    for s in settings:
+        floor = json.loads((data[s.name] / "meta.json").read_text())["floor"]
+        results[s.name] = screening.setting_report(by_setting[s.name], keys, baseline, floor)
+    report = {
+        "baseline": baseline,
+        "keys": keys,
+        "settings": results,
+        "tasks": {s.name: {"task": s.task, "settings": s.settings, "axis": list(s.axis)} for s in settings},
+        "overall": screening.overall(results, by_setting, baseline),
+        "budget": screening.budget([r for rs in by_setting.values() for r in rs], runs, args),
+        "command": ["screen.py", *map(shlex.quote, args.arms)],
+    }
+    lines = screening.markdown(report)
+    atomic_write_text(out_root / "screen.md", "\n".join(lines) + "\n")
+    atomic_write_json(out_root / "screen.json", report, indent=1)
+    screening.plot_accuracy(report, out_root / "screen.png")
+    screening.plot_curves(report, out_root / "curves.png")
+    axes = screening.plot_axes(report, out_root / "axes.png")
+    print("\n".join(lines))
+    shown = ", ".join(str(out_root / n) for n in ("screen.md", "screen.json", "screen.png", "curves.png"))
+    print(f"\nreport: {shown}" + (f", {out_root / 'axes.png'}" if axes else "") + f" ({time.time() - started:.0f} s)")

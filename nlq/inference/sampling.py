@@ -1,0 +1,114 @@
+"""Sampling from a trained model (sample.py): the decoding precision per device, the prompt, generation with
+the KV cache."""
+
+import copy
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import torch
+
+from nlq.common.domains import DEVICE, DTYPE, AnyText, At, Text, check
+from nlq.common.errors import ConfigError
+from nlq.data.tokenizer import codec, tokenizer_vocab
+from nlq.run.checkpoint import load_for_inference
+from nlq.run.hardware import autocast, choose_cpu_dtype, resolve_device, resolve_dtype
+
+
+@dataclass
+class SampleConfig:
+    init_from: Annotated[str, Text()] = "resume"  # resume (out_dir's checkpoint), FILE.pt, gpt2.., Pythia or a HF dir
+    out_dir: Annotated[str, Text()] = "out"  # the run to sample from, with init_from=resume
+    start: Annotated[str, AnyText()] = "\n"  # the prompt, or FILE:path to read it from a file
+    num_samples: Annotated[int, At(1)] = 3  # samples drawn as one batch
+    max_new_tokens: Annotated[int, At(1)] = 500  # tokens generated per sample
+    temperature: Annotated[float, At(0)] = 0.8  # 0: greedy; below 1 sharper, above 1 flatter
+    top_k: Annotated[int | None, At(1)] = 200  # sample among the top_k most likely tokens; None: all
+    seed: Annotated[int, At(0, 2**63 - 1)] = 1337  # the sampling generator's seed
+    use_cache: bool = True  # KV cache; False recomputes the whole context per token (as nanoGPT)
+    device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
+    dtype: Annotated[str, DTYPE] = "auto"  # on a CPU, the weights' dtype (auto: measured)
+    compile: bool = False  # accepted for nanoGPT's command lines; decoding here is not compiled
+
+    def __post_init__(self):
+        check(self)
+
+
+def read_prompt(start: str) -> str:
+    if not start.startswith("FILE:"):
+        return start
+    path = Path(start[5:])
+    if not path.is_file():
+        raise ConfigError(f"start=FILE:{path}: no such file")
+    return path.read_text(encoding="utf-8")
+
+
+def decoding_precision(model, device: str, name: str, rows: int = 1):
+    """(model, autocast context, dtype, why or None) to decode rows streams with. A GPU keeps the float32 weights
+    under autocast. A CPU casts the weights themselves: a decode step reads every weight once, so bf16 weights
+    halve the bytes it reads, where autocast would read float32 and cast on every call. dtype=auto on a CPU
+    measures one decode step of rows tokens in float32 and bf16 (hardware.choose_cpu_dtype): bf16 is faster
+    only on CPUs with native bf16 and where this PyTorch's kernels use it. model is cast in place."""
+    device_type = device.split(":")[0]
+    if device_type != "cpu":
+        dtype = resolve_dtype(name, device_type)
+        return model, autocast(device, dtype), dtype, None
+    if name != "auto":
+        dtype = resolve_dtype(name, "cpu")
+        return model.to(dtype), nullcontext(), dtype, None
+    models = {torch.float32: model.float()}
+    tokens = torch.zeros(rows, 1, dtype=torch.long)
+
+    @torch.no_grad()
+    def decode_step(dtype):
+        if dtype not in models:
+            models[dtype] = copy.deepcopy(model).to(dtype)
+        models[dtype](tokens, last_only=True)
+
+    dtype, why = choose_cpu_dtype(decode_step, what=f"a decode step of {rows} token(s)")
+    return models[dtype], nullcontext(), dtype, why
+
+
+def generate(cfg: SampleConfig):
+    """The samples as strings, and the generated tokens per second."""
+    prompt = read_prompt(cfg.start)  # before loading a model: a typo costs no minutes
+    if not prompt:
+        raise ConfigError("the prompt is empty: pass --start=TEXT")
+    device = resolve_device(cfg.device)
+    resolve_dtype(cfg.dtype, device.split(":")[0])  # a typo costs no minutes either
+    num_samples = cfg.num_samples
+    if cfg.temperature == 0 and num_samples > 1:
+        print(f"greedy decoding (temperature=0) gives one sample, not {num_samples} identical ones", file=sys.stderr)
+        num_samples = 1
+    model, meta = load_for_inference(cfg.init_from, cfg.out_dir)
+    model, ctx, _, why = decoding_precision(model.eval().to(device), device, cfg.dtype, num_samples)
+    if why:
+        print(f"dtype=auto: {why}", file=sys.stderr)
+    encode, decode = codec(meta)
+    try:
+        ids = encode(prompt)
+    except ValueError as e:
+        raise ConfigError(f"the prompt cannot be encoded: {e}") from None
+    block_size = model.config.block_size
+    if len(ids) > block_size:
+        raise ConfigError(
+            f"the prompt has {len(ids)} tokens, more than the model's context of {block_size}: shorten it"
+        )
+    x = torch.tensor([ids], dtype=torch.long, device=device)
+    generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    t0 = time.perf_counter()
+    with ctx:  # all samples decode as one batch: each step reads the weights once for all
+        y = model.generate(
+            x.expand(num_samples, -1),
+            cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            top_k=cfg.top_k,
+            use_cache=cfg.use_cache,
+            generator=generator,
+            vocab_limit=tokenizer_vocab(meta),
+        )
+    rate = num_samples * cfg.max_new_tokens / (time.perf_counter() - t0)
+    return [decode(row.tolist()) for row in y], rate
