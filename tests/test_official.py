@@ -18,6 +18,7 @@ from model import GPT, GPTConfig
 from nlq.common.errors import UserError
 from nlq.comparison.compare import Run
 from nlq.data.loader import TrainBatches
+from nlq.interop import schema
 from nlq.paper import official
 from nlq.run import checkpoint
 from nlq.run.config import TrainConfig
@@ -520,7 +521,7 @@ def test_the_papers_arms_are_its_official_configs(name):
 
     cfg, m = parse([f"config/{name}.py"], TrainConfig, GPTConfig)
     mode, tied, hidden, scale, lr, min_lr, wd, decay = OFFICIAL_CONFIGS[name]
-    assert (m.query_mode, m.tie_embeddings, m.mlp_hidden) == (official.MODES[mode], tied, hidden)
+    assert (m.query_mode, m.tie_embeddings, m.mlp_hidden) == (schema.OFFICIAL_MODES[mode], tied, hidden)
     assert m.scale == pytest.approx(scale / 8) and m.n_embd == 768 and m.n_head == 12 and m.n_layer == 12
     schedule = (cfg.learning_rate, cfg.min_lr, cfg.weight_decay, cfg.lr_decay_iters)
     assert schedule == pytest.approx((lr, min_lr, wd, decay))

@@ -24,6 +24,7 @@ import torch
 from model import GPT, LoRA
 from nlq.common.atomic import remove_stale_temps
 from nlq.common.errors import UserError
+from nlq.interop import schema
 
 HERE = Path(__file__).resolve().parent
 MODELING = ("configuration_nlq.py", "modeling_nlq.py")  # in nlq/interop/hf/, copied into every 'hf' export
@@ -46,29 +47,7 @@ def merged_state(model: GPT) -> dict:
 
 def nlq_config(model: GPT) -> dict:
     """config.json's model fields for nlq/interop/hf/configuration_nlq.py, every derived width resolved to a number."""
-    c = model.config
-    return dict(
-        vocab_size=c.vocab_size,
-        block_size=c.block_size,
-        n_layer=c.n_layer,
-        n_head=c.n_head,
-        n_embd=c.n_embd,
-        n_kv_head=c.kv_heads,
-        bias=c.bias,
-        query_mode=c.query_mode,
-        query_hidden=c.query_hidden or c.n_embd // 2,
-        scale=c.scale,
-        mlp_hidden=c.mlp_hidden,
-        activation=c.activation,
-        pos_embedding=c.pos_embedding,
-        rotary_dims=c.rotary_dims if c.pos_embedding == "rotary" else 0,
-        rope_base=c.rope_base,
-        parallel_residual=c.parallel_residual,
-        norm_eps=c.norm_eps,
-        preproj_hidden=int(c.preproj_ratio * c.n_embd) if c.preproj else 0,
-        content_skip=c.content_skip,
-        tie_word_embeddings=c.tie_embeddings,
-    )
+    return schema.to_theirs("export", model.config)
 
 
 def gpt2_blockers(model: GPT) -> list[str]:
@@ -202,19 +181,7 @@ def write_gpt2(model: GPT, tok, directory: Path) -> None:
 
     c = model.config
     config = transformers.GPT2Config(
-        vocab_size=c.vocab_size,
-        n_positions=c.block_size,
-        n_embd=c.n_embd,
-        n_layer=c.n_layer,
-        n_head=c.n_head,
-        n_inner=c.mlp_hidden,
-        activation_function="gelu" if c.activation == "gelu" else "gelu_new",
-        layer_norm_epsilon=c.norm_eps,
-        tie_word_embeddings=c.tie_embeddings,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        **special_tokens(tok),
+        **schema.to_theirs("gpt2", c), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **special_tokens(tok)
     )
     hf = transformers.GPT2LMHeadModel(config)
     ours = merged_state(model)

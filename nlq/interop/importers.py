@@ -4,7 +4,6 @@ importer maps the other model's config to GPTConfig fields and its state dict to
 model keeps GPT-2's / nanoGPT's names); from_pretrained builds the model from what they return."""
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 from model import GPT, GPTConfig, buffer_count, parameter_count
 from nlq.common import hub
 from nlq.common.fits import check_fits
+from nlq.interop import schema
 
 EXPORT_TYPE = "nlq_gpt"  # config.json's model_type of an export (nlq/interop/hf/configuration_nlq.py)
 
@@ -195,40 +195,7 @@ def _open_export(path: Path) -> Pretrained:
 
 def _export_fields(c: dict) -> dict:
     """GPTConfig fields from an export's config.json (nlq/interop/hf/configuration_nlq.py's names)."""
-    head_dim = c["n_embd"] // c["n_head"]
-    return dict(
-        **{k: c[k] for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_kv_head", "bias")},
-        **{k: c[k] for k in ("query_mode", "activation", "pos_embedding", "rope_base", "parallel_residual")},
-        norm_eps=c["norm_eps"],
-        query_hidden=c["query_hidden"] if c["query_mode"] == "residual_gelu" else None,
-        attn_scale=c["scale"],
-        mlp_ratio=width_ratio(c["mlp_hidden"], c["n_embd"]),
-        rotary_pct=c["rotary_dims"] / head_dim if c["pos_embedding"] == "rotary" else 1.0,
-        preproj=bool(c["preproj_hidden"]),
-        preproj_ratio=width_ratio(c["preproj_hidden"], c["n_embd"]) if c["preproj_hidden"] else 1.25,
-        content_skip=c["content_skip"],
-        tie_embeddings=c["tie_word_embeddings"],
-    )
-
-
-def width_ratio(hidden: int, d: int) -> float:
-    """The ratio r with int(r * d) == hidden, for fields that give a width as a multiple of n_embd (a plain
-    hidden / d can land one below after rounding)."""
-    ratio = hidden / d
-    while int(ratio * d) < hidden:
-        ratio = math.nextafter(ratio, math.inf)
-    return ratio
-
-
-# transformers' activation names -> ours: the exact GELU, or its tanh approximation (gelu_new, gelu_fast and
-# gelu_pytorch_tanh compute the same formula)
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-
-
-def _activation(name: str) -> str:
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation {name!r}: this project's models have {', '.join(ACTIVATIONS)}")
-    return ACTIVATIONS[name]
+    return schema.to_fields("export", c)
 
 
 def _gpt2_fields(c) -> dict:
@@ -237,18 +204,7 @@ def _gpt2_fields(c) -> dict:
     if not c.scale_attn_weights or c.scale_attn_by_inverse_layer_idx:
         raise ValueError("scale_attn_weights=False or scale_attn_by_inverse_layer_idx=True: this project's "
                          "attention scales by 1/sqrt(head_dim) in every layer")  # fmt: skip
-    return dict(
-        block_size=c.n_positions,
-        vocab_size=c.vocab_size,
-        n_layer=c.n_layer,
-        n_head=c.n_head,
-        n_embd=c.n_embd,
-        bias=True,
-        norm_eps=c.layer_norm_epsilon,
-        tie_embeddings=c.tie_word_embeddings,
-        activation=_activation(c.activation_function),
-        mlp_ratio=width_ratio(c.n_inner, c.n_embd) if c.n_inner else None,  # None: GPT-2's 4 x n_embd
-    )
+    return schema.to_fields("gpt2", schema.Attributes(c))
 
 
 def _gpt2_weights(c, sd) -> dict:
@@ -265,22 +221,7 @@ def _neox_fields(c) -> dict:
         raise ValueError(
             f"rope_type={rope['rope_type']!r}: this project's rotary embedding is the default (unscaled) one"
         )
-    return dict(
-        block_size=c.max_position_embeddings,
-        vocab_size=c.vocab_size,
-        n_layer=c.num_hidden_layers,
-        n_head=c.num_attention_heads,
-        n_embd=c.hidden_size,
-        bias=True,
-        norm_eps=c.layer_norm_eps,
-        tie_embeddings=c.tie_word_embeddings,
-        activation=_activation(c.hidden_act),
-        pos_embedding="rotary",
-        rotary_pct=rope["partial_rotary_factor"],
-        rope_base=rope["rope_theta"],
-        parallel_residual=c.use_parallel_residual,
-        mlp_ratio=c.intermediate_size / c.hidden_size,
-    )
+    return schema.to_fields("neox", schema.Attributes(c))
 
 
 def _neox_weights(c, sd) -> dict:

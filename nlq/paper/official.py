@@ -18,9 +18,8 @@ import torch
 from model import GPTConfig, clean_state_dict
 from nlq.common.errors import UserError
 from nlq.common.safe_load import torch_load
-from nlq.interop.importers import width_ratio
+from nlq.interop import schema
 
-MODES = {"original": "linear", "identity": "identity", "residual": "residual", "residual_gelu": "residual_gelu"}
 # model_args keys that shape the model; the rest (TRAINING_KEYS) are the run's settings, kept for the record.
 MODEL_KEYS = (
     "block_size", "vocab_size", "n_layer", "num_heads", "n_embd", "tie_weights", "head_size", "dropout", "bias",
@@ -61,28 +60,14 @@ def model_fields(model_args: dict, path) -> dict:
     if unknown:
         raise OfficialError(f"{path}: model_args has {', '.join(unknown)}, which this project cannot express")
     a = {**DEFAULTS, **{k: v for k, v in model_args.items() if k in MODEL_KEYS}}
-    if a["query_mode"] not in MODES:
-        raise OfficialError(f"{path}: query_mode={a['query_mode']!r} is none of the official {', '.join(MODES)}")
-    d, hidden = a["n_embd"], a["mlp_hidden_size"]
+    if a["query_mode"] not in schema.OFFICIAL_MODES:
+        modes = ", ".join(schema.OFFICIAL_MODES)
+        raise OfficialError(f"{path}: query_mode={a['query_mode']!r} is none of the official {modes}")
     if not all(isinstance(a[k], int) and a[k] > 0 for k in ("n_embd", "num_heads", "mlp_hidden_size", "n_layer")):
         raise OfficialError(f"{path}: n_embd, num_heads, n_layer and mlp_hidden_size must be positive integers")
     if not isinstance(a["scale"], (int, float)) or isinstance(a["scale"], bool):
         raise OfficialError(f"{path}: scale={a['scale']!r} is not a number")
-    return dict(
-        block_size=a["block_size"],
-        vocab_size=a["vocab_size"],
-        n_layer=a["n_layer"],
-        n_head=a["num_heads"],
-        n_embd=d,
-        dropout=a["dropout"],
-        bias=a["bias"],
-        query_mode=MODES[a["query_mode"]],
-        attn_scale=float(a["scale"]),
-        mlp_ratio=width_ratio(hidden, d),
-        tie_embeddings=a["tie_weights"],
-        activation="gelu",  # nn.GELU() and F.gelu: exact
-        norm_eps=1e-5,  # its LayerNorm and RMSNorm
-    )
+    return schema.to_fields("official", a)
 
 
 def parameter_names(fields: dict) -> list[str]:
