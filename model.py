@@ -21,6 +21,7 @@ from typing import Annotated
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
 
 from nlq.common.domains import At, OneOf, check
 
@@ -164,6 +165,8 @@ class KVCache:
     """Keys and values of every layer for incremental decoding. Queries are never cached, so a
     nonlinear query function costs no cache memory: the cache depends on n_kv_head and head_dim only."""
 
+    static = False  # positions are a host int: each step's shapes grow with it
+
     def __init__(self, config: GPTConfig, batch_size: int, device=None, dtype=torch.float32):
         shape = (config.n_layer, batch_size, config.kv_heads, config.block_size, config.head_dim)
         # Uninitialised: only positions below pos are ever read (zeroing GPT-2 small's cache costs 10 ms).
@@ -189,6 +192,37 @@ class KVCache:
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
 
+class StaticKVCache(KVCache):
+    """A KVCache whose every step has the same shapes and reads no host value: the position is a device
+    tensor, and attention reads every slot, those at or past the position masked out. A one-token step is
+    then one fixed sequence of kernels, which a CUDA graph captures once and replays (nlq/eval/decoding.py).
+    Slots start at zero: a masked slot's weight is exactly 0, and 0 times garbage could be NaN."""
+
+    static = True
+
+    def __init__(self, config: GPTConfig, batch_size: int, device=None, dtype=torch.float32):
+        shape = (config.n_layer, batch_size, config.kv_heads, config.block_size, config.head_dim)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.pos = torch.zeros((), dtype=torch.long, device=device)
+        self.slots = torch.arange(config.block_size, device=device)
+        self.positions = self.mask = None  # of the step being computed (begin)
+
+    def reset(self):
+        self.pos.zero_()
+
+    def begin(self, T: int) -> torch.Tensor:
+        """The positions of the T tokens of this step, and which slots each may attend to (itself and before)."""
+        self.positions = self.pos + self.slots[:T]
+        self.mask = self.slots[None, :] <= self.positions[:, None]
+        return self.positions
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        self.k[layer].index_copy_(2, self.positions, k)
+        self.v[layer].index_copy_(2, self.positions, v)
+        return self.k[layer], self.v[layer]
+
+
 class Rotary(nn.Module):
     """Rotary position embedding on the first rotary_dims of each head, rotate-half convention
     (GPT-NeoX / HF), so NeoX checkpoints load without permuting weights."""
@@ -203,9 +237,13 @@ class Rotary(nn.Module):
         self.register_buffer("cos", emb.cos(), persistent=False)
         self.register_buffer("sin", emb.sin(), persistent=False)
 
-    def forward(self, x: torch.Tensor, pos: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos) -> torch.Tensor:
+        """x rotated at positions pos, pos + 1, ... (pos an int), or at the positions of a tensor pos."""
         T = x.size(-2)
-        cos, sin = self.cos[pos : pos + T].to(x.dtype), self.sin[pos : pos + T].to(x.dtype)
+        if isinstance(pos, torch.Tensor):
+            cos, sin = self.cos[pos].to(x.dtype), self.sin[pos].to(x.dtype)
+        else:
+            cos, sin = self.cos[pos : pos + T].to(x.dtype), self.sin[pos : pos + T].to(x.dtype)
         x_rot, x_pass = x[..., : self.dims], x[..., self.dims :]
         x1, x2 = x_rot.chunk(2, dim=-1)
         rotated = x_rot * cos + torch.cat((-x2, x1), dim=-1) * sin
@@ -226,6 +264,16 @@ class QueryMLP(nn.Module):
 
     def forward(self, x):
         return self.ln(self.w2(F.gelu(self.w1(self.rms(x)))))
+
+    def from_product(self, x, xw1):
+        """f(X) from xw1 = X (W1 diag(g))ᵀ, X's product with W1 whose columns carry RMSNorm's gain g:
+        RMSNorm(X) W1ᵀ = X (W1 diag(g))ᵀ / rms(X), so W1's product can share one matmul with K and V
+        (CausalSelfAttention.projections) and RMSNorm leaves only a per-row scale, computed in float32."""
+        inv_rms = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.rms.eps)
+        h = (xw1.float() * inv_rms).to(xw1.dtype)
+        if self.w1.bias is not None:
+            h = h + self.w1.bias.to(h.dtype)
+        return self.ln(self.w2(F.gelu(h)))
 
 
 class PreProjection(nn.Module):
@@ -278,25 +326,52 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.scale = config.scale
 
-    def forward(self, x, rotary=None, cache=None, layer=0):
-        B, T, C = x.shape
-        qkv = self.c_attn(x)
+    # Compiled training computes the query MLP's W1 in c_attn's matmul (QueryMLP.from_product): one product of
+    # X instead of two, the same function up to rounding; the gain's scaling and the per-row 1/rms fuse into the
+    # kernels around it. Eager code keeps the two products as written: there the fusion would add launches (the
+    # weights' concatenation, the scaling) and save one. Evaluation and decoding keep them too: fusing
+    # concatenates the weights on every call, a copy a one-token step would pay for every weight it reads.
+    # "always" and "never" are for tests and gpu_check's measurement of what the fusion saves.
+    fuse_query = "compiled"
+
+    def projections(self, x):
+        """(Q, K, V) of x (B, T, C), each (B, T, width)."""
+        fuse = self.fuse_query == "always" or self.fuse_query == "compiled" and torch.compiler.is_compiling()
+        # Under FSDP each norm is gathered only when its own forward runs: its gain, read here, is still a shard.
+        fused = fuse and self.query is not None and self.training and not isinstance(self.query.rms.weight, DTensor)
+        if fused:
+            f = self.query
+            weight = torch.cat((f.w1.weight * f.rms.weight, self.c_attn.weight))
+            h = F.linear(x, weight)
+            xw1, kv = h.split((f.w1.out_features, 2 * self.kv_dim), dim=-1)
+            qkv = kv if self.c_attn.bias is None else kv + self.c_attn.bias.to(kv.dtype)
+        else:
+            qkv = self.c_attn(x)
         if self.lora_attn is not None:
             qkv = qkv + self.lora_attn(x)
         xw, k, v = qkv.split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
-        q = self.mode.query(x, xw, self.query)
+        if fused:
+            return x + self.query.from_product(x, xw1), k, v
+        return self.mode.query(x, xw, self.query), k, v
+
+    def forward(self, x, rotary=None, cache=None, layer=0):
+        B, T, C = x.shape
+        q, k, v = self.projections(x)
         q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
         k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
         v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
 
-        pos = cache.pos if cache is not None else 0
+        static = cache is not None and cache.static
+        pos = cache.positions if static else cache.pos if cache is not None else 0
         if rotary is not None:
             q, k = rotary(q, pos), rotary(k, pos)
         if cache is not None:
             k, v = cache.update(layer, k, v)
         # Causal within the new tokens; every cached position is in the past and visible.
         mask, causal = None, T > 1
-        if pos > 0 and T > 1:
+        if static:
+            mask, causal = cache.mask, False
+        elif pos > 0 and T > 1:
             mask = torch.ones(T, pos + T, dtype=torch.bool, device=x.device).tril(diagonal=pos)
             causal = False
         y = F.scaled_dot_product_attention(
@@ -408,6 +483,8 @@ class HeadLoss(torch.autograd.Function):
 
 
 class GPT(nn.Module):
+    chunked_loss = True  # head_loss in chunks; False: over the whole logits, as nanoGPT (a benchmark's switch)
+
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
@@ -544,16 +621,18 @@ class GPT(nn.Module):
         ever existing, and logits None, unless return_logits asks for them too (one more head product).
         With a cache, idx continues the cached sequence at position cache.pos."""
         B, T = idx.shape
-        pos = cache.pos if cache is not None else 0
+        static = cache is not None and cache.static
+        pos = cache.pos if cache is not None and not static else 0
         limit = cache.capacity if cache is not None else self.config.block_size
-        if pos + T > limit:
+        if pos + T > limit:  # a static cache's position is on the device: its decoder keeps it in bounds
             raise ValueError(
                 f"sequence length {pos + T} exceeds block_size={limit}: crop the input to "
                 f"the last {limit} tokens or use a model with a larger block_size"
             )
+        positions = cache.begin(T) if static else torch.arange(pos, pos + T, device=idx.device)
         x = self.transformer.wte(idx)
         if "wpe" in self.transformer:
-            x = x + self.transformer.wpe(torch.arange(pos, pos + T, device=idx.device))
+            x = x + self.transformer.wpe(positions)
         x = self.transformer.drop(x)
         for i, block in enumerate(self.transformer.h):
             x = block(x, self.rotary, cache, i)
@@ -572,6 +651,8 @@ class GPT(nn.Module):
         for a GPT-2 micro-batch of 12 x 1024), and nothing is recomputed."""
         x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
         weight = self.lm_head.weight
+        if not GPT.chunked_loss:  # nanoGPT's: the whole logits at once (what gpu_check's ablation times it against)
+            return F.cross_entropy(F.linear(x, weight).float(), targets, ignore_index=-1)
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
             total = HeadLoss.apply(x, weight, targets, chunk)
         else:
@@ -594,10 +675,7 @@ class GPT(nn.Module):
         step feeds one token; when the context is full the cache is refilled from the last block_size
         tokens, so the result equals recomputation on the cropped context (nanoGPT's behaviour).
         vocab_limit: draw only ids below it (a vocabulary padded past the tokenizer's has rows of no token)."""
-        if not temperature >= 0:  # NaN too
-            raise ValueError(f"temperature={temperature}: give 0 (greedy) or more")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"top_k={top_k!r}: give a whole number of tokens, 1 or more (or None: all)")
+        check_sampling(temperature, top_k)
         bs = self.config.block_size
         cache = None
         if use_cache:
@@ -611,17 +689,29 @@ class GPT(nn.Module):
                     logits, _ = self(idx[:, -bs:], cache=cache, last_only=True)
                 else:
                     logits, _ = self(idx[:, -1:], cache=cache, last_only=True)
-                logits = logits[:, -1, :vocab_limit].float()
-                if temperature == 0:
-                    nxt = logits.argmax(dim=-1, keepdim=True)
-                else:
-                    logits = logits / temperature
-                    if top_k is not None:
-                        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
-                        logits = logits.masked_fill(logits < kth, float("-inf"))
-                    nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+                nxt = next_token(logits, temperature, top_k, generator, vocab_limit)
                 idx = torch.cat((idx, nxt), dim=1)
         return idx
+
+
+def check_sampling(temperature: float, top_k: int | None) -> None:
+    if not temperature >= 0:  # NaN too
+        raise ValueError(f"temperature={temperature}: give 0 (greedy) or more")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k={top_k!r}: give a whole number of tokens, 1 or more (or None: all)")
+
+
+def next_token(logits, temperature: float, top_k: int | None, generator, vocab_limit: int | None) -> torch.Tensor:
+    """(B, 1) ids from the last position's logits (B, T, vocab): greedy at temperature 0, else drawn from the
+    top_k most likely below vocab_limit (a vocabulary padded past the tokenizer's has rows of no token)."""
+    logits = logits[:, -1, :vocab_limit].float()
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
 
 
 def parameter_generator(base: int, name: str, p: torch.Tensor) -> torch.Generator:

@@ -1,5 +1,5 @@
 """Checks that need a CUDA device; skipped elsewhere (CI has none). On a GPU machine, `python gpu_check.py`
-runs them as its last step, after its probe, training-step and training-loop measurements.
+runs them right after its probe, before any measurement.
 """
 
 import json
@@ -10,6 +10,7 @@ import torch
 from helpers import torchrun, train_main
 
 from model import GPT, QUERY_MODES, GPTConfig
+from nlq.eval.decoding import Decoder
 from nlq.run import checkpoint
 from nlq.run.config import TrainConfig
 from nlq.run.hardware import set_tf32
@@ -81,6 +82,44 @@ def test_kv_cache_parity_on_gpu(mode, without_tf32):
     assert torch.equal(
         model.generate(prompt, 70, temperature=0), model.generate(prompt, 70, temperature=0, use_cache=False)
     )
+
+
+@pytest.mark.parametrize("mode", QUERY_MODES)
+def test_cuda_graph_decoding_gives_the_eager_paths_tokens(mode, without_tf32):
+    """The Decoder's graphs replay what the static cache computes eagerly, and both give GPT.generate's tokens:
+    float32 weights, greedy, past a full context (prompt 10 + 70 new tokens in a context of 64), the prompt's
+    own graph captured on its second prefill."""
+    torch.manual_seed(0)
+    config = GPTConfig(block_size=64, vocab_size=97, n_layer=2, n_head=4, n_embd=64, query_mode=mode, n_kv_head=2)
+    model = GPT(config).cuda().eval()
+    prompt = torch.randint(0, 97, (2, 10), device="cuda")
+    expected = model.generate(prompt, 70, temperature=0)
+    graphed = Decoder(model, batch=2)
+    assert graphed.path == "graph", graphed.why
+    for _ in range(2):
+        assert torch.equal(graphed.generate(prompt, 70, temperature=0), expected)
+    assert graphed.path == "graph" and 1 in graphed.graphs and 10 in graphed.graphs and 64 in graphed.graphs
+    assert torch.equal(Decoder(model, batch=2, path="static").generate(prompt, 70, temperature=0), expected)
+
+
+def test_w1_in_c_attns_matmul_under_compile_trains_as_written(without_tf32):
+    """The compiled step of residual_gelu computes W1 in c_attn's matmul: its loss and gradients equal the
+    eager step's (the two products as written) within float32 rounding."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, vocab_size=97, n_layer=2, n_head=4, n_embd=64, query_mode="residual_gelu"))
+    model = model.cuda().train()
+    x = torch.randint(0, 97, (4, 64), device="cuda")
+    compiled = torch.compile(model)
+    losses, grads = [], []
+    for fn in (model, compiled):
+        model.zero_grad()
+        loss = fn(x, x)[1]
+        loss.backward()
+        losses.append(loss.item())
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    assert losses[1] == pytest.approx(losses[0], abs=1e-5)
+    for name, g in grads[1].items():
+        torch.testing.assert_close(g, grads[0][name], atol=1e-5, rtol=1e-3, msg=name)
 
 
 @pytest.mark.skipif(

@@ -12,8 +12,10 @@ import torch
 import torch.distributed as dist
 
 from model import GPT, QUERY_MODES, GPTConfig
+from nlq.bench import anchor
 from nlq.common.domains import DEVICE, DTYPE, At, Each, OneOf, Text, check
 from nlq.common.errors import ConfigError
+from nlq.eval.decoding import PATHS, Decoder
 from nlq.eval.latency import prefill_and_decode, timed
 from nlq.inference.sampling import decoding_precision
 from nlq.run import parallel
@@ -39,8 +41,13 @@ class BenchConfig:
     steps: Annotated[int, At(1)] = 3  # timed training steps per round (after one warm-up step)
     prompt_len: Annotated[int | None, At(1)] = None  # None: 256, or block_size // 2 if smaller
     decode_tokens: Annotated[int | None, At(1)] = None  # None: 64, or what fits after the prompt
+    train: bool = True  # time the training step (False: prefill and decode only, nothing compiled)
     recompute: bool = True  # also time generation without the cache (linear only), as nanoGPT generates
     decode_dtype: Annotated[str, DTYPE] = "auto"  # as sample.py decodes (CPU auto: measured on linear)
+    decode: Annotated[str, OneOf(*PATHS)] = (
+        "auto"  # the decoding path (nlq/eval/decoding.py): auto, graph, static, cache
+    )
+    anchor: bool = False  # also time transformers' GPT-2 generate (static cache, compiled on a GPU) beside linear
     device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
     dtype: Annotated[str, DTYPE] = "auto"  # auto: bf16 (or fp16) on a GPU, float32 on a CPU
     compile: bool | None = None  # None: on for CUDA
@@ -74,9 +81,10 @@ class Subject:
         self.prompt = torch.randint(0, vocab, (1, cfg.prompt_len), generator=gen).to(device)
         self.cfg, self.device = cfg, device
         if decode_dtype is not None:  # decoding is timed (one process): a copy of the model in its own dtype
-            self.decoder, self.decode_ctx, self.decode_dtype, self.decode_why = decoding_precision(
+            self.decode_model, self.decode_ctx, self.decode_dtype, self.decode_why = decoding_precision(
                 copy.deepcopy(self.model).eval(), device, decode_dtype
             )
+            self.decoder = Decoder(self.decode_model, path=cfg.decode)
 
     def train_step(self):
         """train.py's optimizer step (AdamW with its decay groups, clipping, the divergence guard) on a fixed
@@ -85,7 +93,7 @@ class Subject:
         self.it += 1
 
     def inference(self):
-        """(prefill seconds, decode tokens/s) for one prompt with the KV cache, as sample.py decodes."""
+        """(prefill seconds, decode tokens/s) for one prompt through the Decoder, as sample.py decodes."""
         return prefill_and_decode(self.decoder, self.prompt, self.cfg.decode_tokens, self.device, self.decode_ctx)
 
     @torch.no_grad()
@@ -93,7 +101,10 @@ class Subject:
         """Tokens/s generating without the cache: as nanoGPT's generate (the training model and dtype, which
         is float32 on a CPU), and in the decode dtype."""
         rates = {}
-        for key, model, ctx in (("as_nanogpt", self.model, self.ctx), ("decode_dtype", self.decoder, self.decode_ctx)):
+        for key, model, ctx in (
+            ("as_nanogpt", self.model, self.ctx),
+            ("decode_dtype", self.decode_model, self.decode_ctx),
+        ):
             model.eval()
             with ctx:
                 t = timed(
@@ -143,10 +154,12 @@ def warm_up(cfg: BenchConfig, d: parallel.Dist, dtype, infer: bool) -> dict:
     for m in sorted(cfg.modes, key=lambda m: m != "linear"):
         say(f"warming up {m} ...")
         subjects[m] = s = Subject(m, cfg, d, dtype, decode_dtype)
-        s.train_step()
+        if cfg.train:
+            s.train_step()
         if infer:
             decode_dtype = dtype_name(s.decode_dtype)
             s.inference()
+            s.inference()  # on a GPU the second captures the prompt's graph
     return subjects
 
 
@@ -161,8 +174,11 @@ def rounds(cfg: BenchConfig, subjects: dict, device: str, dtype, infer: bool):
         for m, s in subjects.items():
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
-            raw[m]["train_s"].append(timed(lambda s=s: [s.train_step() for _ in range(cfg.steps)], device) / cfg.steps)
-            if cuda:
+            if cfg.train:
+                raw[m]["train_s"].append(
+                    timed(lambda s=s: [s.train_step() for _ in range(cfg.steps)], device) / cfg.steps
+                )
+            if cuda and cfg.train:
                 raw[m]["peak_mem"] = torch.cuda.max_memory_allocated(device)
             if infer:
                 prefill, decode = s.inference()
@@ -179,6 +195,8 @@ def measure(cfg: BenchConfig):
     dtype = resolve_dtype(cfg.dtype, d.device_type)
     settle(cfg, d.device_type)
     infer = cfg.parallelism == "none"  # a sharded model decoding one stream measures nothing of use
+    if not (cfg.train or infer):
+        raise ConfigError("train=False under a parallelism times nothing: a sharded model's decoding is not measured")
     subjects = warm_up(cfg, d, dtype, infer)
     raw, peaks, peak_source = rounds(cfg, subjects, d.device, dtype, infer)
     report = {
@@ -195,6 +213,10 @@ def measure(cfg: BenchConfig):
         linear = subjects["linear"]
         report["decode_dtype"] = str(linear.decode_dtype)
         report["decode_dtype_why"] = linear.decode_why
+        report["decode_path"] = {m: s.decoder.label + (f" ({s.decoder.why})" if s.decoder.why else "")
+                                 for m, s in subjects.items()}  # fmt: skip
+    if infer and cfg.anchor:
+        report["anchor"] = anchor.transformers_generate(PRESETS[cfg.preset], cfg, d.device, linear.decode_dtype)
     if infer and cfg.recompute:
         report["generation"] = generation(cfg, raw["linear"])
     return report
@@ -211,7 +233,7 @@ def results(cfg: BenchConfig, subjects: dict, raw: dict, peaks: list, world: int
         out[m] = {
             "non_embedding_params": s.params,
             "train_step_s": train,
-            "train_tokens_per_s": tokens / train["median"],
+            "train_tokens_per_s": tokens / train["median"] if train else None,
             "mfu": summary(mfu) if mfu else None,
             "peak_mem_bytes": raw[m]["peak_mem"],
             "prefill_s": summary(raw[m]["prefill_s"]),
@@ -280,9 +302,23 @@ def markdown(report):
         mem = f"{r['peak_mem_bytes'] / 2**30:.1f} GiB" if r["peak_mem_bytes"] else "n/a"
         lines.append(
             f"| {m} | {r['non_embedding_params'] / 1e6:.2f}M | {spread(t, 1e3)} "
-            f"| {spread(r['train_ratio'], digits=3)} | {r['train_tokens_per_s']:,.0f} | {mfu} | {mem} "
+            f"| {spread(r['train_ratio'], digits=3)} | {r['train_tokens_per_s'] or 0:,.0f} | {mfu} | {mem} "
             f"| {spread(p, 1e3)} | {spread(r['prefill_ratio'], digits=3)} "
             f"| {spread(d)} | {spread(r['decode_ratio'], digits=3)} |"
+        )
+    if "decode_path" in report:
+        paths = sorted(set(report["decode_path"].values()))
+        lines += ["", f"Decoding path (nlq/eval/decoding.py): {'; '.join(paths)}."]
+    if report.get("anchor", {}).get("tokens_per_s") is None and "anchor" in report:
+        lines.append(f"Anchor: transformers' GPT-2 generate {report['anchor']['path']}.")
+    elif "anchor" in report:
+        a, lin = report["anchor"], report["results"]["linear"]
+        n = c["decode_tokens"]
+        ours = [n / (p + n / d) for p, d in zip(lin["prefill_s"]["samples"], lin["decode_tokens_per_s"]["samples"])]
+        lines.append(
+            f"Anchor: transformers {a['transformers']} GPT2LMHeadModel.generate ({a['path']}), prompt "
+            f"{c['prompt_len']} + {n} greedy tokens end to end: {spread(a['tokens_per_s'])} tokens/s; linear "
+            f"here, the same end to end: {spread(summary(ours))} tokens/s."
         )
     if "generation" in report:
         g, decode_dtype = report["generation"], report["decode_dtype"].removeprefix("torch.")

@@ -21,7 +21,7 @@ import torch
 
 from configurator import parse
 from model import GPT, QUERY_MODES, GPTConfig
-from nlq.bench import cost
+from nlq.bench import cost, step_cost
 from nlq.common.atomic import atomic_write_json
 from nlq.common.errors import UserError
 from nlq.common.repo import ROOT
@@ -37,14 +37,18 @@ LOOP_MODES = ("linear", "residual_gelu")
 OTHER_ARMS = tuple(arm for arm in cost.ARMS if arm not in LOOP_MODES)
 
 
-# Seconds each step takes. gpt2 on one H200 is an estimate until a report measures it (then plan with
-# --plan_from=REPORT): about 55 s to compile GPT-2 small's training step cold, 20 s for a forward-only graph
-# or one found in inductor's on-disk cache, 8 s to start each step's process (imports, CUDA). tiny: measured
-# on a 2-core CPU, eager. "other_arms_compiled" is other_arms when the budget lets it compile.
+# Seconds each step takes. gpt2: measured on one H200 (docs/benchmarks.md, 2026-12-04: probe 31, train_loop 123,
+# other_arms 39 eager, gpu_tests 77), the rest estimated from it until a report measures them (then plan with
+# --plan_from=REPORT): about 45-55 s to compile GPT-2 small's training step cold (step_costs compiles four
+# graphs: linear, its whole-logits loss, residual_gelu with W1 in c_attn's matmul and apart), 20 s for a graph
+# found in inductor's on-disk cache, 8 s to start each step's process (imports, CUDA). tiny: measured on a
+# 2-core CPU, eager. "other_arms_compiled" is other_arms when the budget lets it compile.
 ESTIMATES = {
-    "gpt2": dict(probe=25, train_step=130, train_loop=100, other_arms=35, other_arms_compiled=240, gpu_tests=70),
-    "tiny": dict(probe=6, train_step=6, train_loop=5, other_arms=7, other_arms_compiled=40, gpu_tests=7),
-}
+    "gpt2": dict(probe=31, gpu_tests=95, decode=40, step_costs=190, anchor=90, micro_batch=90, train_loop=123,
+                 other_arms=39, other_arms_compiled=240),
+    "tiny": dict(probe=6, gpu_tests=9, decode=8, step_costs=12, anchor=8, micro_batch=8, train_loop=5, other_arms=7,
+                 other_arms_compiled=40),
+}  # fmt: skip
 
 
 # A step is stopped at three times its estimate plus this many seconds. On the GPU a hung step must not eat
@@ -53,18 +57,29 @@ ESTIMATES = {
 SLACK_S = {"gpt2": 30, "tiny": 300}
 
 
-COMPILES = dict(probe=1, train_step=2, train_loop=4, other_arms=0, other_arms_compiled=4, gpu_tests=2)
+COMPILES = dict(probe=1, gpu_tests=2, decode=0, step_costs=4, anchor=1, micro_batch=2, train_loop=4, other_arms=0,
+                other_arms_compiled=4)  # fmt: skip
 
 
+# In the order they run: the probe, the tests (the step that finds bugs: early, so no budget skips them), then
+# what the 2026-12-04 report did not measure (new), then what it did (a second slot: --only=...).
 WHAT = dict(
     probe="versions, clocks, bf16, one tiny compiled function, flash attention at this project's scales",
-    train_step="bench.py's training step of linear and residual_gelu: tokens/s, MFU, peak memory",
+    gpu_tests="tests/test_gpu.py: each failing test's name and traceback",
+    decode="new: every arm's prefill and decode through the Decoder (CUDA graphs), ratios to linear",
+    step_costs="new: linear's against residual_gelu's step (W1 fused or apart) and train.py's step against it "
+    "with each addition off (guard, staging, fingerprint, chunked loss), with their heaviest kernels",
+    anchor="new: transformers' GPT-2 generate (static cache, compiled) beside linear's decoding",
+    micro_batch="new: linear's step at micro-batches 12 to 32: tokens/s, MFU, peak memory",
     train_loop="train.py's loop for linear and residual_gelu: ms/step, MFU, torch.compile's counters",
     other_arms=f"bench.py's training step of {', '.join(OTHER_ARMS)} beside linear",
-    gpu_tests="tests/test_gpu.py: each failing test's name and traceback",
 )
 
 
+# One H200 slot of 6 minutes: the probe, the tests, and what no report has measured yet, in that order. The next
+# slot runs the rest of what is new; train_loop and other_arms repeat what 2026-12-04's report measured.
+FIRST_SLOT = ("probe", "gpu_tests", "decode", "step_costs")
+SECOND_SLOT = ("anchor", "micro_batch")
 STATUS_FAILED = ("failed", "crashed", "timeout", "interrupted")
 
 
@@ -235,12 +250,39 @@ def junit_summary(path: Path) -> dict:
     return out
 
 
+def decode(args, device, anchor=False) -> tuple[dict, list]:
+    """Every arm's prefill and decode through the Decoder (bench.py --train=False), ratios to linear; with anchor,
+    linear's beside transformers' GPT-2 generate instead."""
+    modes = ("linear",) if anchor else cost.ARMS
+    options = [f"--preset={args.preset}", f"--device={device}", f"--modes={','.join(modes)}", "--repeats=5"]
+    options += ["--train=False", "--recompute=False", f"--anchor={anchor}"]
+    report = cost.measure(parse(options, cost.BenchConfig)[0])
+    slow = [f"{m} decodes at {r['decode_ratio']['median']:.2f}x linear's speed" for m, r in report["results"].items()
+            if r["decode_ratio"]["median"] < 0.9]  # fmt: skip
+    return report, slow if device.startswith("cuda") else []
+
+
+def step_costs(args, device) -> tuple[dict, list]:
+    """nlq/bench/step_cost.py: the query's cost and train.py's step against its additions switched off."""
+    compiled, batch = args.compile, 12 if device.startswith("cuda") else 2
+    query = step_cost.query_cost(args.preset, device, compiled, batch=batch)
+    return {"query": query, "ablation": step_cost.step_ablation(args.preset, device, compiled, batch=batch)}, []
+
+
+def micro_batch(args, device) -> tuple[dict, list]:
+    sizes = (12, 16, 24, 32) if device.startswith("cuda") else (1, 2)  # 12 compiled in step_costs: in the cache
+    return step_cost.micro_batch(args.preset, device, args.compile, sizes), []
+
+
 STEP_FUNCTIONS = {
     "probe": probe,
-    "train_step": lambda args, device: bench_step(args, device, LOOP_MODES),
+    "gpu_tests": gpu_tests,
+    "decode": decode,
+    "step_costs": step_costs,
+    "anchor": lambda args, device: decode(args, device, anchor=True),
+    "micro_batch": micro_batch,
     "train_loop": training_loop,
     "other_arms": lambda args, device: bench_step(args, device, ("linear", *OTHER_ARMS)),
-    "gpu_tests": gpu_tests,
 }
 
 
@@ -364,6 +406,8 @@ def detail(record: dict) -> str:
     result = record.get("result")
     if isinstance(result, dict) and "results" in result and "config" in result:
         return "\n" + cost.markdown(result)
+    if isinstance(result, dict) and ("sizes" in result or "query" in result):
+        return "\n" + step_cost.markdown(result)
     return f": {json.dumps(result, default=str)[:2000]}"
 
 
@@ -419,7 +463,11 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto: cuda if available, else cpu")
     p.add_argument("--steps", type=int, default=30, help="train.py steps per loop run")
     p.add_argument("--out", default="gpu_check.json", help="the report, rewritten after every step")
-    p.add_argument("--only", default=",".join(STEP_FUNCTIONS), help="comma list of the steps to run, in their order")
+    p.add_argument(
+        "--only", default=",".join(FIRST_SLOT),
+        help=f"comma list of the steps to run, in their order (default: what fits 6 minutes; a second slot: "
+        f"--only={','.join(SECOND_SLOT)}; all: {','.join(STEP_FUNCTIONS)})",
+    )  # fmt: skip
     p.add_argument("--compile", default="auto", choices=("auto", "True", "False"), help="auto: on CUDA if it works")
     p.add_argument("--budget_s", type=float, default=360, help="a step whose estimate ends past this is skipped")
     p.add_argument("--limit_s", type=float, default=540, help="a step still running at this many seconds is stopped")
@@ -460,7 +508,7 @@ def gpu_check(args, argv) -> None:
         later = sum(t.estimate_s for t in steps[i + 1 :])
         chosen = step(args, s.name, estimates, compiled)
         if s.name == "other_arms" and compiled and not runner.fits(chosen.estimate_s + later):
-            chosen = step(args, s.name, estimates, False)  # eager fits where compiling would crowd out the tests
+            chosen = step(args, s.name, estimates, False)  # eager fits where compiling would pass the budget
         runner.run(chosen)
     report["nvidia_smi_after"] = nvidia_smi() if cuda else None
     runner.save()

@@ -1,6 +1,7 @@
-"""Inference latency as sample.py decodes: one prompt (batch 1) through the KV cache, its prefill timed,
-then new tokens one at a time. Several models are measured in interleaved rounds (each once per round),
-so a drift in the machine's speed hits all alike, and each ratio to the reference is paired within a round.
+"""Inference latency as sample.py decodes: one prompt (batch 1) through the Decoder (nlq/eval/decoding.py:
+CUDA graphs on a GPU, the KV cache on a CPU), its prefill timed, then new tokens one at a time. Several
+models are measured in interleaved rounds (each once per round), so a drift in the machine's speed hits all
+alike, and each ratio to the reference is paired within a round.
 """
 
 import statistics
@@ -8,7 +9,7 @@ import time
 
 import torch
 
-from model import KVCache
+from nlq.eval.decoding import Decoder
 
 
 def timed(fn, device: str) -> float:
@@ -21,14 +22,15 @@ def timed(fn, device: str) -> float:
     return time.perf_counter() - t
 
 
-def prefill_and_decode(model, prompt: torch.Tensor, new_tokens: int, device: str, ctx) -> tuple[float, float]:
-    """(prefill seconds, decode tokens/s) of one prompt with the KV cache, under ctx (the decode dtype's
-    autocast, or none)."""
-    cache = KVCache(model.config, 1, device, model.lm_head.weight.dtype)
+def prefill_and_decode(
+    decoder: Decoder, prompt: torch.Tensor, new_tokens: int, device: str, ctx
+) -> tuple[float, float]:
+    """(prefill seconds, decode tokens/s) of one prompt through decoder (its path: graphs on a GPU), under ctx
+    (the decode dtype's autocast, or none)."""
     with torch.no_grad(), ctx:
-        prefill = timed(lambda: model(prompt, cache=cache, last_only=True), device)
+        prefill = timed(lambda: decoder.prefill(prompt), device)
         tok = prompt[:, -1:]
-        decode = timed(lambda: [model(tok, cache=cache, last_only=True) for _ in range(new_tokens)], device)
+        decode = timed(lambda: [decoder.step(tok) for _ in range(new_tokens)], device)
     return prefill, new_tokens / decode
 
 
@@ -37,22 +39,24 @@ def summary(values: list) -> dict:
 
 
 def compare_latency(models: dict, reference: str, prompt_len: int, new_tokens: int, repeats: int, device: str, ctx):
-    """{name: {"prefill_tokens_per_s", "decode_ms_per_token", and each one's ratio to the reference}}, every
-    figure a summary (median, min, max) over `repeats` interleaved rounds after one round of warm-up; the
-    prompt is the same random ids for every model."""
+    """{name: {"path", "prefill_tokens_per_s", "decode_ms_per_token", and each one's ratio to the reference}},
+    every figure a summary (median, min, max) over `repeats` interleaved rounds after two rounds of warm-up (on
+    a GPU the second captures the prompt's graph); the prompt is the same random ids for every model."""
     vocab = min(m.config.vocab_size for m in models.values())
     prompt = torch.randint(0, vocab, (1, prompt_len), generator=torch.Generator().manual_seed(0)).to(device)
+    decoders = {name: Decoder(model) for name, model in models.items()}
     raw = {name: {"prefill": [], "decode": []} for name in models}
-    for r in range(repeats + 1):
-        for name, model in models.items():
-            prefill_s, decode_rate = prefill_and_decode(model, prompt, new_tokens, device, ctx)
-            if r:  # round 0 warms every model up
+    for r in range(repeats + 2):
+        for name, decoder in decoders.items():
+            prefill_s, decode_rate = prefill_and_decode(decoder, prompt, new_tokens, device, ctx)
+            if r >= 2:  # rounds 0 and 1 warm every model up
                 raw[name]["prefill"].append(prompt_len / prefill_s)
                 raw[name]["decode"].append(1000 / decode_rate)
     out = {}
     for name, r in raw.items():
         base = raw[reference]
         out[name] = {
+            "path": decoders[name].label + (f" ({decoders[name].why})" if decoders[name].why else ""),
             "prefill_tokens_per_s": summary(r["prefill"]),
             "decode_ms_per_token": summary(r["decode"]),
             "prefill_ratio": summary([a / b for a, b in zip(r["prefill"], base["prefill"])]),

@@ -11,11 +11,12 @@ from typing import Annotated
 
 import torch
 
-from nlq.common.domains import DEVICE, DTYPE, AnyText, At, Text, check
+from nlq.common.domains import DEVICE, DTYPE, AnyText, At, OneOf, Text, check
 from nlq.common.errors import ConfigError
 from nlq.data.tokenizer import codec, tokenizer_vocab
+from nlq.eval.decoding import PATHS, Decoder
 from nlq.run.checkpoint import load_for_inference
-from nlq.run.hardware import autocast, choose_cpu_dtype, resolve_device, resolve_dtype
+from nlq.run.hardware import choose_cpu_dtype, resolve_device, resolve_dtype
 
 
 @dataclass
@@ -31,6 +32,7 @@ class SampleConfig:
     use_cache: bool = True  # KV cache; False recomputes the whole context per token (as nanoGPT)
     device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
     dtype: Annotated[str, DTYPE] = "auto"  # on a CPU, the weights' dtype (auto: measured)
+    decode: Annotated[str, OneOf(*PATHS)] = "auto"  # auto: CUDA graphs on a GPU, the KV cache on a CPU (decoding.py)
     compile: bool = False  # accepted for nanoGPT's command lines; decoding here is not compiled
 
     def __post_init__(self):
@@ -47,15 +49,16 @@ def read_prompt(start: str) -> str:
 
 
 def decoding_precision(model, device: str, name: str, rows: int = 1):
-    """(model, autocast context, dtype, why or None) to decode rows streams with. A GPU keeps the float32 weights
-    under autocast. A CPU casts the weights themselves: a decode step reads every weight once, so bf16 weights
-    halve the bytes it reads, where autocast would read float32 and cast on every call. dtype=auto on a CPU
+    """(model, autocast context, dtype, why or None) to decode rows streams with. The weights themselves are cast,
+    on a GPU as on a CPU: a decode step reads every weight once, so bf16 weights halve the bytes it reads, where
+    autocast would read float32 and cast on every call (and a CUDA graph would replay the casts, autocast's
+    cache of them being gone when its context ends). dtype=auto on a CPU
     measures one decode step of rows tokens in float32 and bf16 (hardware.choose_cpu_dtype): bf16 is faster
     only on CPUs with native bf16 and where this PyTorch's kernels use it. model is cast in place."""
     device_type = device.split(":")[0]
     if device_type != "cpu":
         dtype = resolve_dtype(name, device_type)
-        return model, autocast(device, dtype), dtype, None
+        return model.to(dtype), nullcontext(), dtype, None
     if name != "auto":
         dtype = resolve_dtype(name, "cpu")
         return model.to(dtype), nullcontext(), dtype, None
@@ -99,16 +102,15 @@ def generate(cfg: SampleConfig):
         )
     x = torch.tensor([ids], dtype=torch.long, device=device)
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    args = dict(temperature=cfg.temperature, top_k=cfg.top_k, generator=generator, vocab_limit=tokenizer_vocab(meta))
+    decoder = Decoder(model, num_samples, cfg.decode) if cfg.use_cache else None
     t0 = time.perf_counter()
     with ctx:  # all samples decode as one batch: each step reads the weights once for all
-        y = model.generate(
-            x.expand(num_samples, -1),
-            cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            top_k=cfg.top_k,
-            use_cache=cfg.use_cache,
-            generator=generator,
-            vocab_limit=tokenizer_vocab(meta),
-        )
+        if decoder:
+            y = decoder.generate(x.expand(num_samples, -1), cfg.max_new_tokens, **args)
+        else:
+            y = model.generate(x.expand(num_samples, -1), cfg.max_new_tokens, use_cache=False, **args)
     rate = num_samples * cfg.max_new_tokens / (time.perf_counter() - t0)
+    path = decoder.label + (f" ({decoder.why})" if decoder.why else "") if decoder else "no cache (recomputed)"
+    print(f"decoding: {path}", file=sys.stderr)
     return [decode(row.tolist()) for row in y], rate

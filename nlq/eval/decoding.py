@@ -1,0 +1,108 @@
+"""Decoding that is not launch-bound: a static KV cache whose one-token step is captured once as a CUDA graph
+and replayed, so a token costs the kernels' time, not Python's launching of them one by one.
+
+GPT.generate's growing KVCache is the other path: on a CPU, where nothing is captured and a static cache would
+attend to every slot, the Decoder uses it; on a GPU it captures; where capture fails it decodes the static
+cache eagerly and says so (Decoder.why). For a given model, dtype and tokens, both paths compute the same
+function: greedy decoding gives the same tokens (tests/test_decoding.py, through the static cache on a CPU).
+"""
+
+import torch
+
+from model import GPT, KVCache, StaticKVCache, check_sampling, next_token
+
+PATHS = ("auto", "graph", "static", "cache")  # auto: graph on CUDA, cache elsewhere
+
+
+class Decoder:
+    """A model's decoding of `batch` streams. path: 'graph' (static cache, one-token step and each prompt length
+    seen before replayed as CUDA graphs), 'static' (the static cache, eager: what a graph replays), 'cache'
+    (GPT.generate's growing cache), or 'auto'. self.path is the one in use, self.why why it differs from what
+    was asked."""
+
+    def __init__(self, model: GPT, batch: int = 1, path: str = "auto"):
+        if path not in PATHS:
+            raise ValueError(f"path={path!r}: one of {', '.join(PATHS)}")
+        self.model, self.batch = model, batch
+        self.device = model.lm_head.weight.device
+        cuda = self.device.type == "cuda"
+        self.path, self.why = ("graph" if cuda else "cache") if path == "auto" else path, None
+        if self.path == "graph" and not cuda:
+            self.path, self.why = "static", f"CUDA graphs need a GPU, not {self.device.type}: the static cache, eager"
+        self.cache = None
+        self.graphs = {}  # T -> (graph, input ids buffer, logits buffer): T = 1 is the decode step
+        self.seen = set()  # prompt lengths prefilled once: a second one is captured
+
+    @property
+    def label(self) -> str:
+        """The path in words, as bench.py and the latency table print it."""
+        return {"graph": "static KV cache, CUDA graphs", "static": "static KV cache, eager", "cache": "KV cache"}[
+            self.path
+        ]
+
+    def generate(self, idx, max_new_tokens: int, temperature=1.0, top_k=None, generator=None, vocab_limit=None):
+        """GPT.generate's contract: idx (batch, T) continued by max_new_tokens tokens; when the context is
+        full, the last block_size tokens are prefilled again (recomputation on the cropped context)."""
+        check_sampling(temperature, top_k)
+        if max_new_tokens == 0:
+            return idx
+        bs = self.model.config.block_size
+        with torch.no_grad():
+            logits, pos = self.prefill(idx[:, -bs:]), min(idx.size(1), bs)
+            for n in range(max_new_tokens):
+                nxt = next_token(logits, temperature, top_k, generator, vocab_limit)
+                idx = torch.cat((idx, nxt), dim=1)
+                if n == max_new_tokens - 1:
+                    break
+                if pos == bs:  # every slot holds a position: the last block_size tokens, prefilled again
+                    logits = self.prefill(idx[:, -bs:])
+                else:
+                    logits, pos = self.step(nxt), pos + 1
+        return idx
+
+    def prefill(self, idx) -> torch.Tensor:
+        """Logits (batch, 1, vocab) of idx's last position, the cache holding idx from position 0."""
+        if self.cache is None:
+            kind = KVCache if self.path == "cache" else StaticKVCache
+            self.cache = kind(self.model.config, self.batch, self.device, self.model.lm_head.weight.dtype)
+        self.cache.reset()
+        T = idx.size(1)
+        if self.path == "graph" and (T in self.graphs or T in self.seen):
+            return self.replay(T, idx)
+        self.seen.add(T)
+        return self.model(idx, cache=self.cache, last_only=True)[0]
+
+    def step(self, ids) -> torch.Tensor:
+        """Logits (batch, 1, vocab) of one new token per stream, at the cache's position."""
+        if self.path == "graph":
+            return self.replay(1, ids)
+        return self.model(ids, cache=self.cache, last_only=True)[0]
+
+    def replay(self, T: int, ids) -> torch.Tensor:
+        if T not in self.graphs:
+            try:
+                self.graphs[T] = self.capture(T)
+            except RuntimeError as e:  # capture refused (an op that syncs, an allocator limit): eager from here
+                self.path, self.why = "static", f"CUDA graph capture failed ({str(e).splitlines()[0]}): eager"
+                return self.model(ids, cache=self.cache, last_only=True)[0]
+        graph, inputs, logits = self.graphs[T]
+        inputs.copy_(ids)
+        graph.replay()
+        return logits
+
+    def capture(self, T: int):
+        """A CUDA graph of the model's step on T tokens at the cache's position (which it advances by T):
+        warmed up on a side stream first, the cache's position put back after, as capture runs nothing."""
+        inputs = torch.zeros(self.batch, T, dtype=torch.long, device=self.device)
+        start = self.cache.pos.clone()
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self.model(inputs, cache=self.cache, last_only=True)
+                self.cache.pos.copy_(start)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            logits, _ = self.model(inputs, cache=self.cache, last_only=True)
+        return graph, inputs, logits
