@@ -21,7 +21,6 @@ from typing import Annotated
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.distributed.tensor import DTensor
 
 from nlq.common.domains import At, OneOf, check
 
@@ -265,16 +264,6 @@ class QueryMLP(nn.Module):
     def forward(self, x):
         return self.ln(self.w2(F.gelu(self.w1(self.rms(x)))))
 
-    def from_product(self, x, xw1):
-        """f(X) from xw1 = X (W1 diag(g))ᵀ, X's product with W1 whose columns carry RMSNorm's gain g:
-        RMSNorm(X) W1ᵀ = X (W1 diag(g))ᵀ / rms(X), so W1's product can share one matmul with K and V
-        (CausalSelfAttention.projections) and RMSNorm leaves only a per-row scale, computed in float32."""
-        inv_rms = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.rms.eps)
-        h = (xw1.float() * inv_rms).to(xw1.dtype)
-        if self.w1.bias is not None:
-            h = h + self.w1.bias.to(h.dtype)
-        return self.ln(self.w2(F.gelu(h)))
-
 
 class PreProjection(nn.Module):
     """x~ = x^ + W_down SiLU(W_up x^) (arXiv 2604.10791): a nonlinear map of the normalised block input
@@ -326,37 +315,13 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.scale = config.scale
 
-    # Compiled training computes the query MLP's W1 in c_attn's matmul (QueryMLP.from_product): one product of
-    # X instead of two, the same function up to rounding; the gain's scaling and the per-row 1/rms fuse into the
-    # kernels around it. Eager code keeps the two products as written: there the fusion would add launches (the
-    # weights' concatenation, the scaling) and save one. Evaluation and decoding keep them too: fusing
-    # concatenates the weights on every call, a copy a one-token step would pay for every weight it reads.
-    # "always" and "never" are for tests and gpu_check's measurement of what the fusion saves.
-    fuse_query = "compiled"
-
-    def projections(self, x):
-        """(Q, K, V) of x (B, T, C), each (B, T, width)."""
-        fuse = self.fuse_query == "always" or self.fuse_query == "compiled" and torch.compiler.is_compiling()
-        # Under FSDP each norm is gathered only when its own forward runs: its gain, read here, is still a shard.
-        fused = fuse and self.query is not None and self.training and not isinstance(self.query.rms.weight, DTensor)
-        if fused:
-            f = self.query
-            weight = torch.cat((f.w1.weight * f.rms.weight, self.c_attn.weight))
-            h = F.linear(x, weight)
-            xw1, kv = h.split((f.w1.out_features, 2 * self.kv_dim), dim=-1)
-            qkv = kv if self.c_attn.bias is None else kv + self.c_attn.bias.to(kv.dtype)
-        else:
-            qkv = self.c_attn(x)
+    def forward(self, x, rotary=None, cache=None, layer=0):
+        B, T, C = x.shape
+        qkv = self.c_attn(x)
         if self.lora_attn is not None:
             qkv = qkv + self.lora_attn(x)
         xw, k, v = qkv.split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
-        if fused:
-            return x + self.query.from_product(x, xw1), k, v
-        return self.mode.query(x, xw, self.query), k, v
-
-    def forward(self, x, rotary=None, cache=None, layer=0):
-        B, T, C = x.shape
-        q, k, v = self.projections(x)
+        q = self.mode.query(x, xw, self.query)
         q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
         k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
         v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import GPT, QUERY_MODES, CausalSelfAttention, GPTConfig, KVCache, Linear
+from model import GPT, QUERY_MODES, GPTConfig, KVCache, Linear
 from nlq.common.errors import ConfigError
 from nlq.interop.importers import from_pretrained
 from nlq.run.config import TrainConfig
@@ -675,37 +675,3 @@ def test_a_config_json_that_no_memory_holds_is_refused_at_once(tmp_path):
         from_pretrained(str(deep))
     with pytest.raises(ConfigError, match=r"need [\d,.]+ GiB, more than the [\d,.]+ GiB free on cpu"):
         from_pretrained(str(wide))
-
-
-@pytest.mark.parametrize(
-    "kw",
-    [dict(), dict(bias=True), dict(lora_rank=2, n_kv_head=1), dict(query_hidden=8, preproj=True, content_skip=True)],
-)
-def test_w1_in_c_attns_matmul_computes_the_query_mlp_as_written(kw):
-    """Compiled training computes RMSNorm(X) W1ᵀ as X (W1 diag(g))ᵀ / rms(X), in c_attn's matmul: the same logits
-    and the same gradients as the two products as written, for any gain, bias, adapter or width."""
-    torch.manual_seed(0)
-    model = GPT(
-        GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=50, query_mode="residual_gelu", **kw)
-    )
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.3)  # gains and biases away from 1 and 0: a dropped one shows
-    x = torch.randint(0, 50, (3, 16))
-    results = {}
-    for how in ("never", "always"):
-        model.zero_grad()
-        with mock.patch.object(CausalSelfAttention, "fuse_query", how):
-            logits, _ = model(x, x, return_logits=True)
-            logits.square().mean().backward()
-        results[how] = logits, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    (ref, ref_grads), (got, grads) = results["never"], results["always"]
-    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
-    assert grads.keys() == ref_grads.keys()
-    for name, g in grads.items():
-        torch.testing.assert_close(g, ref_grads[name], atol=1e-5, rtol=1e-4, msg=name)
-    model.eval()  # evaluation and decoding run the products as written, whatever the switch says
-    with mock.patch.object(CausalSelfAttention, "fuse_query", "always"):
-        fused_eval = model(x)[0]
-    with mock.patch.object(CausalSelfAttention, "fuse_query", "never"):
-        assert torch.equal(fused_eval, model(x)[0])

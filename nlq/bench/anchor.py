@@ -1,6 +1,6 @@
 """The decoding peer this project's is held against: transformers' GPT-2 generate, at the same shape, prompt,
 number of new tokens, dtype and device, greedy. On a GPU it runs as transformers recommends for speed (its
-static cache, the forward compiled); where that fails, its default dynamic cache, and the report says which."""
+static cache, which generate compiles); where that fails, its default dynamic cache, and the report says which."""
 
 import statistics
 
@@ -29,15 +29,16 @@ def transformers_generate(shape: dict, cfg, device: str, dtype: torch.dtype) -> 
     options = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
     path = "dynamic cache, eager"
     if device.startswith("cuda"):
+        # generate compiles its own one-token forward for a static cache (transformers' compile_config): wrapping
+        # the forward in torch.compile's reduce-overhead ourselves failed on an H200 (2026-12-04: a CUDA graph's
+        # output overwritten by the next step, inside generate's loop).
         try:
-            model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
             static = dict(options, cache_implementation="static")
             for _ in range(2):
                 model.generate(prompt, **static)
-            options, path = static, "static cache, forward compiled (reduce-overhead)"
+            options, path = static, "static cache, its forward compiled by generate"
         except Exception as e:  # an older transformers, or a compile failure: its default path, said
-            model.forward = type(model).forward.__get__(model)
-            path = f"dynamic cache, eager (static + compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]})"
+            path = f"dynamic cache, eager (static failed: {type(e).__name__}: {str(e).splitlines()[0][:200]})"
     rates = []
     with torch.no_grad():
         for r in range(cfg.repeats + 2):

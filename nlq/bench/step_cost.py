@@ -1,13 +1,13 @@
 """Where a training step's time goes, measured in one process in interleaved rounds (gpu_check.py's steps):
 
-- query_cost: linear's step against residual_gelu's, with W1 in c_attn's matmul (the default) and without
-  (CausalSelfAttention.fuse_query), and the device kernels that take each step's time (torch.profiler);
+- query_cost: linear's step against residual_gelu's, and the device kernels that take each step's time
+  (torch.profiler): where the nonlinear query's price goes;
 - step_ablation: train.py's step (OptimizerStep over host batches staged by DeviceBatches, the divergence
   guard, the chunked head loss, the batch fingerprint) against the same step with each of those switched off;
 - micro_batch: linear's step at several micro-batch sizes: tokens/s, MFU and peak memory, until memory runs out.
 
 Each variant runs `steps` optimizer steps per round, every variant once per round, so a drifting clock hits all
-alike; a variant that changes the compiled graph (the loss, the query) compiles once, then each round replays it.
+alike; a variant that changes the compiled graph (the loss) compiles once, then each round replays it.
 """
 
 import statistics
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from model import GPT, CausalSelfAttention, GPTConfig
+from model import GPT, GPTConfig
 from nlq.bench.cost import PRESETS
 from nlq.data.loader import TrainBatches
 from nlq.eval.latency import timed
@@ -124,16 +124,10 @@ def top_kernels(fn, device: str, n: int = 12) -> list:
 
 
 def query_cost(preset: str, device: str, compile_: bool, rounds: int = 3, steps: int = 3, batch: int = 12) -> dict:
-    """linear, residual_gelu (W1 in c_attn's matmul) and residual_gelu (W1 apart): ms per step, ratios to
-    linear, and each one's heaviest kernels."""
+    """linear's and residual_gelu's steps: ms per step, the ratio to linear, and each one's heaviest kernels."""
     linear = Trainee(preset, "linear", device, compile_, batch)
     nlq = Trainee(preset, "residual_gelu", device, compile_, batch)
-
-    def unfused():
-        with switched(CausalSelfAttention, "fuse_query", "never"):
-            nlq.run()
-
-    variants = {"linear": linear.run, "residual_gelu": nlq.run, "residual_gelu, W1 apart": unfused}
+    variants = {"linear": linear.run, "residual_gelu": nlq.run}
     out = ratios(interleaved(variants, rounds, steps, device), "linear")
     for name, fn in variants.items():
         out[name]["kernels"] = top_kernels(fn, device)
