@@ -85,6 +85,68 @@ def test_overall_averages_accuracy_and_the_geometric_mean_of_tokens_over_informa
     assert out["arms"]["base"]["tokens_to_midpoint"]["mean"] == pytest.approx(200.0)
 
 
+def reaching(arm, seed, tokens, stage="report"):
+    """A run that reaches the midpoint (0.6 over FLOOR) at exactly `tokens` (100 a step), then 0.9."""
+    k = tokens // 100
+    return run(arm, seed, [0.2] * k + [0.6] + [0.9] * (4 - k), stage)
+
+
+# Tokens to the midpoint per report seed (2, 3, 4), chosen so that three arms' raw p differ and Holm moves them.
+REACHED = {"base": (300, 400, 300), "nlq": (100, 200, 200), "ident": (300, 300, 400), "wide": (200, 300, 100)}
+
+
+def test_three_arms_p_are_holm_adjusted_as_computed_by_hand():
+    """scipy's paired t-test of each arm's tokens against the baseline's, then Holm by hand: the k-th smallest of
+    m = 3 p-values times m - k + 1, never below an earlier one, at most 1. The report's p_holm must be those
+    (with two arms, raw and adjusted p are the same number, so only three or more tell Holm from none)."""
+    from scipy import stats
+
+    runs = [reaching(a, 1, 200, "tune") for a in REACHED]
+    runs += [reaching(a, seed, t) for a, ts in REACHED.items() for seed, t in zip((2, 3, 4), ts)]
+    result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
+    raw = {a: stats.ttest_rel(REACHED["base"], REACHED[a]).pvalue for a in ("nlq", "ident", "wide")}
+    expected, running = {}, 0.0
+    for i, (p, a) in enumerate(sorted((p, a) for a, p in raw.items())):
+        running = max(running, min(1.0, (3 - i) * p))
+        expected[a] = running
+    for arm in raw:
+        entry = result["arms"][arm]["tokens_to_midpoint"]
+        assert entry["values"] == pytest.approx(list(REACHED[arm]))
+        assert entry["p"] == pytest.approx(raw[arm]) and entry["p_holm"] == pytest.approx(expected[arm])
+    assert any(expected[a] != pytest.approx(raw[a]) for a in raw)  # the adjustment is visible in this data
+    assert result["arms"]["base"]["tokens_to_midpoint"].get("p_holm") is None
+
+
+def test_the_overall_answer_leaves_out_a_setting_that_is_not_informative():
+    """Setting a is informative; on setting b every arm saturates (accuracy 0.999 at the end), so the overall
+    figures are setting a's alone, where averaging both would move them."""
+    a = hand_made()
+    b = [run(arm, seed, [0.2, 0.6, 0.999, 0.999, 0.999], "tune" if seed == 1 else "report")
+         for arm in ("base", "nlq") for seed in (1, 2, 3)]  # fmt: skip
+    results = {n: screening.setting_report(rs, ["learning_rate"], "base", FLOOR) for n, rs in (("a", a), ("b", b))}
+    assert results["a"]["informative"] and not results["b"]["informative"]
+    out = screening.overall(results, {"a": a, "b": b}, "base")
+    assert out["settings"] == ["a"]
+    assert out["arms"]["nlq"]["accuracy"]["mean"] == pytest.approx((0.95 + 0.97) / 2)  # not with b's 0.999
+    assert out["arms"]["nlq"]["tokens_to_midpoint"]["mean"] == pytest.approx((150 + 50) / 2)
+
+
+def test_stage_one_chooses_by_accuracy_where_the_loss_ranks_the_points_the_other_way():
+    """The screen's choice per arm is the grid point of highest final test accuracy (tuning.choose with
+    ACCURACY): here lr 1e-3 has the higher accuracy and also the higher loss, so choosing by loss would pick 3e-3."""
+    from nlq.comparison import tuning
+
+    def point(lr, acc, loss):
+        r = run("base", 1, [0.2, acc], "tune", lr=lr, steps=1)
+        for e in r.evals.values():
+            e["val_loss"] = loss
+        return r
+
+    runs = [point(1e-3, 0.9, 2.0), point(3e-3, 0.8, 1.0)]
+    assert tuning.choose(runs, ["learning_rate"], screening.ACCURACY)["base"]["chosen"] == {"learning_rate": 1e-3}
+    assert tuning.choose(runs, ["learning_rate"])["base"]["chosen"] == {"learning_rate": 3e-3}  # by loss: the other
+
+
 def test_a_screen_of_ones_own_is_read_and_a_bad_one_is_one_line(tmp_path):
     good = {"settings": [{"name": "m", "task": "mqar", "settings": {"vocab_size": 16, "seq_len": 8}, "max_iters": 8}]}
     (tmp_path / "s.json").write_text(json.dumps(good | {"grid": "1e-3"}))
@@ -220,8 +282,15 @@ def test_the_dry_run_lists_the_runs_and_estimates_their_time(tmp_path, capsys):
 
 def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(sweep_lib.subprocess, "run", lambda cmd, env, **kw: seen.append(env.get("OMP_NUM_THREADS")) or
-                        subprocess.CompletedProcess(cmd, 0))  # fmt: skip
+
+    class Finished:  # a run's process that has ended well, its environment seen
+        def __init__(self, cmd, env, **kw):
+            seen.append(env.get("OMP_NUM_THREADS"))
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(sweep_lib.subprocess, "Popen", Finished)
     r = Planned("a", 1, "c.py", tmp_path / "a", 8)
     run_all([(r, "missing"), (Planned("b", 1, "c.py", tmp_path / "b", 8), "missing")], "python", [], [None] * 2,
                   threads=3)  # fmt: skip

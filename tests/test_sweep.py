@@ -2,7 +2,9 @@
 
 import fcntl
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -110,6 +112,37 @@ def test_a_killed_sweep_stops_its_runs_and_the_rerun_resumes_them(char_data, tmp
     short = [f"--max_iters={end}", "--lr_decay_iters=100000", "--eval_interval=50", "--allow_schedule_change=True"]
     sweep_main([base, "--seeds=1", f"--out_root={root}", "--png=", *short])  # not refused as "in use"
     assert saved >= 50 and checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"] == end
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("whole_group", [True, False], ids=["terminal", "sweep_alone"])
+def test_ctrl_c_stops_the_whole_sweep_and_says_how_to_continue(char_data, tmp_path, whole_group):
+    """SIGINT to the sweep's process group (a terminal's Ctrl-C), or to the sweep alone: the running run stops,
+    no other starts, the sweep exits 130 with one line saying what to do; the run resumes from its checkpoint."""
+    base, nlq, _ = write_arms(tmp_path, char_data)
+    root = tmp_path / "out"
+    long = ["--max_iters=1000000", "--lr_decay_iters=1000000", "--eval_interval=20"]
+    args = [base, nlq, "--seeds=1,2", f"--out_root={root}", *long]
+    reset = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 (a background pytest ignores SIGINT)
+    p = subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=reset)  # fmt: skip
+    log = root / "base-s1" / "train.log"
+    deadline = time.monotonic() + 120
+    try:
+        while not (log.exists() and "step 30:" in log.read_text()):
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.2)
+        (os.killpg if whole_group else os.kill)(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    last = err.strip().splitlines()[-1]
+    assert p.returncode == 130 and last.startswith("error: interrupted: 0 run(s) finished"), err[-2000:]
+    assert "3 not started; run the same command again to continue" in last
+    assert sorted(d.name for d in root.iterdir() if (d / "train.log").exists()) == ["base-s1"]
+    assert "interrupted during step" in log.read_text() and lock_is_free(root / "base-s1")
+    assert checkpoint.load(root / "base-s1" / "ckpt.pt")["iter_num"] >= 20
 
 
 def test_a_seed_given_twice_is_refused(char_data, tmp_path):

@@ -8,6 +8,7 @@ import os
 import queue
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -154,9 +155,9 @@ def last_error(log: Path) -> str:
     return (errors or lines or ["(no output)"])[-1]
 
 
-def execute(run: Run, launcher: str, extra, gpu: str | None, threads: int | None = None) -> tuple[int, str | None]:
+def execute(run: Run, launcher: str, extra, gpu: str | None, threads: int | None = None, started=None):
     """Run one run to its end: (exit status, None on success, else its last error line). threads: its CPU
-    threads (OMP_NUM_THREADS), for runs side by side on a CPU."""
+    threads (OMP_NUM_THREADS), for runs side by side on a CPU; started(process) is told of its process."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if gpu is not None:
@@ -166,7 +167,10 @@ def execute(run: Run, launcher: str, extra, gpu: str | None, threads: int | None
     log = run.out_dir / "train.log"
     guarded = [sys.executable, "-c", STOP_WITH_SWEEP, str(os.getpid()), *command(run, launcher, extra)]
     with open(log, "a") as f:
-        code = subprocess.run(guarded, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        process = subprocess.Popen(guarded, stdout=f, stderr=subprocess.STDOUT, env=env)
+        if started is not None:
+            started(process)
+        code = process.wait()
     return code, None if code == 0 else last_error(log)
 
 
@@ -209,18 +213,31 @@ def progress(running: list, waiting: int, slots: int, now: float, finished: tupl
     return f"running: {'; '.join(parts) or 'none'} | {waiting} waiting | sweep eta {sweep}"
 
 
+class Interrupted(UserError):
+    """Ctrl-C during a sweep's runs: every run stopped, nothing more started; the shell's status for SIGINT."""
+
+    exit_code = 130
+
+
+INTERRUPTED = 130  # train.py's exit status after Ctrl-C (nlq/run/trainer.Interrupted)
+GRACE_S = 20  # after Ctrl-C, the seconds a run is given to stop by itself before it is sent SIGINT
+
+
 def run_all(
     todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None], every: float = 60, threads=None
 ) -> dict:
     """Every (run, its state) in todo, len(gpus) at a time (one per GPU, or None: runs side by side on the
     CPU with `threads` threads each), in order, with a progress line every `every` seconds; {run's name:
-    (exit status, error line)} of the failures."""
+    (exit status, error line)} of the failures. Ctrl-C (or a run that ends by one) stops the whole sweep: no run
+    starts after it, the running ones stop (a terminal's Ctrl-C reaches them too; others are sent SIGINT after
+    GRACE_S), and Interrupted says what finished and how to continue."""
     work, failures, lock, running, finished = queue.Queue(), {}, threading.Lock(), {}, []
+    stop, processes = threading.Event(), {}
     for item in todo:
         work.put(item)
 
     def worker(gpu):
-        while True:
+        while not stop.is_set():
             try:
                 r, state = work.get_nowait()
             except queue.Empty:
@@ -229,29 +246,56 @@ def run_all(
             with lock:
                 running[r.out_dir] = (r, time.monotonic())
             try:
-                code, error = execute(r, launcher, extra, gpu, threads)
+                code, error = execute(r, launcher, extra, gpu, threads, lambda p, d=r.out_dir: processes.update({d: p}))
             except OSError as e:  # its out_dir or log could not be made: a failure of this run, not a dead thread
                 code, error = 1, f"could not start: {e}"
             with lock:
+                processes.pop(r.out_dir, None)
                 started = running.pop(r.out_dir)[1]
                 if error:
                     failures[str(r.out_dir)] = (code, error)
                 else:
                     finished.append(time.monotonic() - started)
                 print(f"{'FAILED' if error else 'done'}: {describe(r)}" + (f": {error}" if error else ""))
+            if code == INTERRUPTED:
+                stop.set()
 
     workers = [threading.Thread(target=worker, args=(g,)) for g in gpus]
     for t in workers:
         t.start()
     due = time.monotonic() + every
-    while any(t.is_alive() for t in workers):
-        time.sleep(0.2)
-        if time.monotonic() >= due:
-            due += every
-            with lock:
-                if running:
-                    print(progress(list(running.values()), work.qsize(), len(gpus), time.monotonic(), finished))
+    try:
+        while any(t.is_alive() for t in workers):
+            time.sleep(0.2)
+            if time.monotonic() >= due:
+                due += every
+                with lock:
+                    if running:
+                        print(progress(list(running.values()), work.qsize(), len(gpus), time.monotonic(), finished))
+    except KeyboardInterrupt:
+        stop.set()
+        stop_runs(workers, processes, lock)
+    if stop.is_set():
+        raise Interrupted(
+            f"interrupted: {len(finished)} run(s) finished, {len(todo) - len(finished) - work.qsize()} stopped or "
+            f"failed (each resumes from its last checkpoint), {work.qsize()} not started; run the same command "
+            "again to continue"
+        )
     return failures
+
+
+def stop_runs(workers, processes: dict, lock) -> None:
+    """After Ctrl-C: the runs still going after GRACE_S (a SIGINT sent to the sweep alone) are sent SIGINT;
+    every worker has ended when this returns."""
+    deadline = time.monotonic() + GRACE_S
+    while any(t.is_alive() for t in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with lock:
+        for p in processes.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+    for t in workers:
+        t.join()
 
 
 def check_out_root(out_root: Path) -> None:
