@@ -143,3 +143,33 @@ def test_a_choices_file_of_another_report_is_one_line(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps({"review": "r2", "answers": {"i": "A"}}))
     assert "not to this report's 'r1'" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={out}"], verdict_main)
     assert "holds no review_key.json" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={tmp_path}"], verdict_main)
+
+
+def test_the_reports_improvement_has_the_sign_and_scale_of_its_definition(tmp_path):
+    """(reference mean - arm mean) / reference mean, paired by seed: an arm ahead of the reference (lower loss)
+    positive, one behind negative, each against values computed here; perplexity is exp(mean loss)."""
+    from types import SimpleNamespace
+
+    from scipy import stats
+
+    from nlq.comparison.verdict import losses
+
+    final = {"linear": (2.0, 2.2, 2.1), "residual_gelu": (1.9, 2.0, 2.05), "identity": (2.1, 2.3, 2.3)}
+    runs = []
+    for arm, values in final.items():
+        for seed, v in zip((1, 2, 3), values):
+            d = tmp_path / f"{arm}-s{seed}"
+            d.mkdir()
+            (d / "config.json").write_text(json.dumps({"wandb_run_name": arm, "seed": seed, "max_iters": 10}))
+            (d / "metrics.jsonl").write_text(json.dumps({"step": 10, "val_loss": v, "train_eval_loss": v}) + "\n")
+            runs.append(SimpleNamespace(out_dir=d))
+    arms = losses({"runs": runs, "stage1": []}, "linear")["arms"]
+    ref = sum(final["linear"]) / 3
+    for arm in ("residual_gelu", "identity"):
+        expected = (ref - sum(final[arm]) / 3) / ref
+        assert arms[arm]["improvement"] == pytest.approx(expected)
+        assert arms[arm]["p"] == pytest.approx(stats.ttest_rel(final["linear"], final[arm]).pvalue)
+        assert arms[arm]["perplexity"] == pytest.approx(math.exp(sum(final[arm]) / 3))
+    assert arms["residual_gelu"]["improvement"] > 0 > arms["identity"]["improvement"]
+    low, high = arms["residual_gelu"]["interval"]
+    assert low < arms["residual_gelu"]["improvement"] < high and arms["linear"]["improvement"] == 0
