@@ -233,6 +233,21 @@ def test_refusals(tmp_path):
         open_split(tmp_path, "train")
 
 
+def test_the_quick_starts_prepare_run_again_finds_its_dataset_and_goes_on(tmp_path):
+    """README's first command run twice: the second prepare finds exactly what it would write and exits 0,
+    touching nothing; a dataset that differs (another source in meta.json, or other ids) is refused as before."""
+    first = run("data/synthetic_char/prepare.py", "--out_dir", tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+    again = run("data/synthetic_char/prepare.py", "--out_dir", tmp_path)
+    assert again.returncode == 0 and "already holds this dataset: nothing to do" in again.stdout, again.stderr
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()} == before
+    with open(tmp_path / "val.bin", "r+b") as f:  # one id changed: not this dataset any more
+        f.write(b"\xff\x00")  # id 255, past the vocabulary: surely another id
+    refused = run("data/synthetic_char/prepare.py", "--out_dir", tmp_path)
+    assert refused.returncode != 0 and refused.stderr.strip().endswith("already exist: pass --force to overwrite")
+
+
 def test_missing_bins_name_the_prepare_command(tmp_path):
     data_dir = tmp_path / "data" / "mine"
     data_dir.mkdir(parents=True)

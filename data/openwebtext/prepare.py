@@ -32,13 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
+from nlq.common import hub
+from nlq.common.errors import cli_main
+from nlq.data import documents
+from nlq.data.dataset import DataError, refuse_overwrite, write_dataset
+from nlq.data.tokenizer import EOT, gpt2_encoding
+
 HERE = Path(__file__).resolve().parent
 
-from nlq.common import hub  # noqa: E402
-from nlq.common.errors import cli_main  # noqa: E402
-from nlq.data import documents  # noqa: E402
-from nlq.data.dataset import DataError, refuse_overwrite, write_dataset  # noqa: E402
-from nlq.data.tokenizer import EOT, gpt2_encoding  # noqa: E402
 
 MIN_DOCUMENTS = 10  # fewer cannot give a validation split that is both non-empty and a small part
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from nlq.data.textprep import prepare_text
+from nlq.data.tokenizer import gpt2_encoding
 
-from nlq.data.textprep import prepare_text  # noqa: E402
-from nlq.data.tokenizer import gpt2_encoding  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def tokenize(text, train, val):

@@ -6,9 +6,9 @@ python data/shakespeare_char/prepare.py --input PATH    # or reads a local copy
 
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from nlq.data.textprep import char_tokenize, prepare_text
 
-from nlq.data.textprep import char_tokenize, prepare_text  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def main(argv=None):

@@ -10,11 +10,11 @@ Without --input it downloads tiny shakespeare (data/shakespeare_char's source) o
 import argparse
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from nlq.common.atomic import atomic_write_text
+from nlq.common.errors import UserError, cli_main
+from nlq.data.textprep import TINY_SHAKESPEARE_URL, read_text
 
-from nlq.common.atomic import atomic_write_text  # noqa: E402
-from nlq.common.errors import UserError, cli_main  # noqa: E402
-from nlq.data.textprep import TINY_SHAKESPEARE_URL, read_text  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def run(argv):

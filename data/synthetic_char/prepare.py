@@ -8,9 +8,9 @@ every machine), cut 90 % / 10 % into train.bin / val.bin, one id per character (
 
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from nlq.data.textprep import char_tokenize, prepare_text, synthetic_play
 
-from nlq.data.textprep import char_tokenize, prepare_text, synthetic_play  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def main(argv=None):

@@ -18,11 +18,12 @@ import argparse
 import inspect
 from pathlib import Path
 
+from nlq.common.errors import UserError, cli_main
+from nlq.data.examples import write_task
+from nlq.data.tasks import TARGETS, TASKS, TaskError
+
 HERE = Path(__file__).resolve().parent
 
-from nlq.common.errors import UserError, cli_main  # noqa: E402
-from nlq.data.examples import write_task  # noqa: E402
-from nlq.data.tasks import TARGETS, TASKS, TaskError  # noqa: E402
 
 SETTINGS = {  # every task setting's type on the command line
     "vocab_size": int,

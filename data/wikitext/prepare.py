@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from nlq.common.errors import cli_main
+from nlq.data.dataset import refuse_overwrite, write_dataset
+from nlq.data.tokenizer import load_tokenizer
+from nlq.eval.taskdata import wikitext_lines
 
-from nlq.common.errors import cli_main  # noqa: E402
-from nlq.data.dataset import refuse_overwrite, write_dataset  # noqa: E402
-from nlq.data.tokenizer import load_tokenizer  # noqa: E402
-from nlq.eval.taskdata import wikitext_lines  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def run(argv):

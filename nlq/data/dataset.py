@@ -34,11 +34,33 @@ def prepare_command(data_dir: Path, force: bool = False) -> str:
     return f"the prepare script that {'wrote' if force else 'writes'} {data_dir}{' (with --force)' if force else ''}"
 
 
+def existing_files(out_dir) -> list[str]:
+    """The dataset files out_dir already holds."""
+    return [str(Path(out_dir) / f) for f in ("train.bin", "val.bin", "meta.json") if (Path(out_dir) / f).exists()]
+
+
 def refuse_overwrite(out_dir, force: bool) -> None:
     """Raise unless out_dir holds no dataset files or force is set; prepare scripts call it before any work."""
-    existing = [str(Path(out_dir) / f) for f in ("train.bin", "val.bin", "meta.json") if (Path(out_dir) / f).exists()]
+    existing = existing_files(out_dir)
     if existing and not force:
         raise DataError(f"{', '.join(existing)} already exist: pass --force to overwrite")
+
+
+def holds(out_dir, splits: dict, meta: dict) -> bool:
+    """Whether out_dir holds exactly what write_dataset(out_dir, splits, meta) would write: the same meta.json
+    and, split by split, the same token ids (splits: {name: one int array})."""
+    try:
+        held = json.loads((Path(out_dir) / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    counts = {name: int(np.asarray(ids).size) for name, ids in splits.items()}
+    if held != {**meta, "dtype": "uint16", "tokens": counts}:
+        return False
+    for name, ids in splits.items():
+        path = Path(out_dir) / f"{name}.bin"
+        if not path.is_file() or path.read_bytes() != np.asarray(ids, dtype=DTYPE).tobytes():
+            return False
+    return True
 
 
 def write_dataset(out_dir, splits: dict, meta: dict, force: bool = False) -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 
 from nlq.common.atomic import atomic_write_text
 from nlq.common.errors import cli_main
-from nlq.data.dataset import DataError, refuse_overwrite, write_dataset
+from nlq.data.dataset import DataError, existing_files, holds, refuse_overwrite, write_dataset
 
 
 def decode_text(path: Path, data: bytes) -> str:
@@ -101,19 +101,20 @@ def _prepare_text(doc, here, tokenize, argv, generate):
     p.add_argument("--out_dir", default=str(here))
     p.add_argument("--force", action="store_true", help="overwrite an existing dataset")
     args = p.parse_args(argv)
-    refuse_overwrite(args.out_dir, args.force)
+    offline = args.input or generate or (here / "input.txt").is_file()  # the text, without a download
+    if not offline:
+        refuse_overwrite(args.out_dir, args.force)
     if args.input or not generate:
         text, source = read_text(args.input, here / "input.txt", TINY_SHAKESPEARE_URL), args.input
     else:
         text, source = generate(), "textprep.synthetic_play"
     cut = int(0.9 * len(text))
     train, val, meta = tokenize(text, text[:cut], text[cut:])
-    meta = write_dataset(
-        args.out_dir,
-        {"train": [train], "val": [val]},
-        {**meta, "source": source or TINY_SHAKESPEARE_URL},
-        force=args.force,
-    )
+    meta = {**meta, "source": source or TINY_SHAKESPEARE_URL}
+    if existing_files(args.out_dir) and not args.force and holds(args.out_dir, {"train": train, "val": val}, meta):
+        print(f"{args.out_dir} already holds this dataset: nothing to do")  # a rerun of the same command
+        return
+    meta = write_dataset(args.out_dir, {"train": [train], "val": [val]}, meta, force=args.force)
     print(
         f"vocab_size {meta['vocab_size']:,}, train {meta['tokens']['train']:,} tokens, "
         f"val {meta['tokens']['val']:,} tokens -> {args.out_dir}"
