@@ -19,6 +19,7 @@ from nlq.comparison import tuning
 from nlq.comparison.compare import Run
 from nlq.comparison.stats import METRICS
 from nlq.data import tasks
+from nlq.data.dataset import DataError
 from nlq.data.examples import open_examples
 from nlq.data.floor import key_blind_floor
 from nlq.data.loader import ExampleBatches, example_rows
@@ -191,6 +192,23 @@ def test_a_mad_lab_directory_without_meta_is_read_as_is(tmp_path):
         np.save(tmp_path / split / "targets.npy", y)
     data = open_examples(tmp_path)
     assert data.meta["vocab_size"] == 8 and data.seq_len == 6
+
+
+def test_a_training_split_with_one_example_that_scores_nothing_is_refused_in_one_line(tmp_path):
+    """Two training examples score a position, the third none (all -100): that row would give no loss (0 / 0),
+    so the split is refused, naming the fix; the same rows with a target in each are read."""
+    x = np.array([[1, 5, 2, 6], [2, 7, 2, 7], [3, 4, 3, 4]])
+    y = np.full_like(x, -100)
+    y[:2, 3] = [6, 7]
+    for split, targets in (("train", y), ("test", y[:2])):
+        (tmp_path / split).mkdir()
+        np.save(tmp_path / split / "inputs.npy", x[: len(targets)])
+        np.save(tmp_path / split / "targets.npy", targets)
+    with pytest.raises(DataError, match=r"/train: an example has no target \(every one is -100\).*remove it"):
+        open_examples(tmp_path)
+    y[2, 3] = 4
+    np.save(tmp_path / "train" / "targets.npy", y)
+    assert len(open_examples(tmp_path).train) == 3
 
 
 def test_batches_are_epochs_of_permutations_whatever_the_split_of_a_step():
