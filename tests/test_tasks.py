@@ -264,6 +264,17 @@ def test_the_key_blind_floor_on_hand_made_examples():
     assert floor["example"] == pytest.approx((1 + 0.5 + 0 * 1) / 3)
 
 
+def test_where_no_answer_was_seen_the_floor_guesses_the_most_scored_answer():
+    """Memorization's case, all fallback: no answer id (3, 8, 9) ever appears in an input, so every guess is the
+    split's most scored answer, 8 (three of five targets): 3/5. Guessing the smallest answer id (3), the largest
+    (9) or uniformly among the three would give 1/5, 1/5 or 1/3."""
+    i = -100
+    inputs = np.array([[0, 1, 2, 1], [1, 1, 0, 2], [2, 0, 0, 1], [1, 2, 1, 0], [0, 0, 2, 2]])
+    targets = np.array([[i, i, i, 3], [i, i, 8, i], [i, i, i, 8], [i, 8, i, i], [i, i, i, 9]])
+    floor = key_blind_floor(inputs, targets)
+    assert floor["token"] == pytest.approx(3 / 5) and floor["example"] == pytest.approx(3 / 5)
+
+
 def test_tokens_to_the_midpoint_on_a_hand_made_curve():
     assert midpoint(0.2) == pytest.approx(0.6)
     curve = [(0, 0.2), (100, 0.3), (200, 0.5), (300, 0.9), (400, 0.95)]
