@@ -251,6 +251,36 @@ def test_accuracy_per_token_and_per_example_on_a_hand_made_batch():
     assert accuracy(logits, targets) == (3, 4, 1, 2)
 
 
+@pytest.mark.parametrize(
+    "task, settings",
+    [
+        ("in-context-recall", dict(vocab_size=24, seq_len=32)),
+        ("in-context-recall", dict(vocab_size=24, seq_len=32, multi_query=False)),
+        ("in-context-recall", dict(vocab_size=30, seq_len=32, frac_noise=0.4, noise_vocab_size=6)),
+        ("noisy-in-context-recall", dict(vocab_size=30, seq_len=32, frac_noise=0.4, noise_vocab_size=6)),
+        ("mqar", dict(vocab_size=64, seq_len=32, num_kv_pairs=4)),
+    ],
+)
+def test_each_role_draws_its_ids_from_its_own_range(task, settings):
+    """Over seeds: the roles (keys, values, noise, specials) are disjoint ranges inside the vocabulary; every
+    probed answer is a value, asked by its key at the same input position; noise ids appear where noise was
+    asked for, and are never an answer."""
+    for seed in range(4):
+        out, vocab, form = tasks.generate(task, settings, 16, 16, seed)
+        roles = vocab.roles()
+        ranges = {r: range(*roles[r]) for r in ("keys", "values", "noise") if r in roles}
+        ids = [i for r in ranges.values() for i in r] + [v for v in roles.values() if isinstance(v, int)]
+        assert len(ids) == len(set(ids)) and all(0 <= i < settings["vocab_size"] for i in ids), roles
+        for split, (x, y) in out.items():
+            if split == "train" and form == "all":  # MAD's training form scores every position of the pairs
+                continue
+            scored = y != -100
+            assert scored.any(axis=1).all(), split
+            assert np.isin(y[scored], ranges["values"]).all() and np.isin(x[scored], ranges["keys"]).all(), split
+            if "noise" in ranges:
+                assert np.isin(x, ranges["noise"]).any() and not np.isin(y[scored], ranges["noise"]).any()
+
+
 def test_the_key_blind_floor_on_hand_made_examples():
     """Answers 5, 6, 7 (every scored target's id). Example 0: at its scored position the context held 5
     twice and 6 once: the guess 5 is right (1). Example 1: 6 and 7 once each, target 7: a tie, 1/2.
