@@ -141,3 +141,15 @@ def test_a_choices_file_of_another_review_or_shape_is_one_line(tmp_path, content
     (tmp_path / "c.json").write_text(content)
     with pytest.raises(review.ReviewError, match=words):
         review.read_choices(Path(tmp_path / "c.json"), key)
+
+
+@pytest.mark.parametrize("a, b", [(7, 1), (1, 7), (5, 5), (0, 9), (12, 3), (30, 41)])
+def test_the_sign_test_and_wilsons_interval_agree_with_scipy(a, b):
+    """The tally's two statistics against scipy's own: the two-sided exact binomial test at p = 1/2 and its
+    Wilson interval (without continuity correction), over wins ahead, behind, even and one-sided."""
+    from scipy import stats
+
+    test = stats.binomtest(a, a + b, 0.5)
+    assert review.sign_test(a, b) == pytest.approx(test.pvalue)
+    ci = test.proportion_ci(confidence_level=0.95, method="wilson")
+    assert review.wilson(a, a + b) == pytest.approx([ci.low, ci.high], abs=1e-9)
