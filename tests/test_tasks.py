@@ -299,9 +299,12 @@ def test_where_no_answer_was_seen_the_floor_guesses_the_most_scored_answer():
     split's most scored answer, 8 (three of five targets): 3/5. Guessing the smallest answer id (3), the largest
     (9) or uniformly among the three would give 1/5, 1/5 or 1/3."""
     i = -100
-    inputs = np.array([[0, 1, 2, 1], [1, 1, 0, 2], [2, 0, 0, 1], [1, 2, 1, 0], [0, 0, 2, 2]])
-    targets = np.array([[i, i, i, 3], [i, i, 8, i], [i, i, i, 8], [i, 8, i, i], [i, i, i, 9]])
+    inputs = np.array([[0, 1, 2, 1], [1, 1, 0, 2], [2, 0, 0, 1], [1, 2, 1, 0], [0, 0, 2, 2], [2, 2, 1, 1]])
+    targets = np.array([[i, i, i, 3], [i, i, 8, i], [i, i, i, 8], [i, 8, i, i], [i, i, i, 9], [i, i, i, i]])
     floor = key_blind_floor(inputs, targets)
+    assert floor["token"] == pytest.approx(3 / 5) and floor["example"] == pytest.approx(3 / 5)
+    # an example that scores nothing counts in neither mean, wherever it stands
+    floor = key_blind_floor(inputs[::-1], targets[::-1])
     assert floor["token"] == pytest.approx(3 / 5) and floor["example"] == pytest.approx(3 / 5)
 
 
