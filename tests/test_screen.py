@@ -53,6 +53,18 @@ def test_a_settings_tokens_to_the_midpoint_from_hand_made_curves():
     assert nlq["improvement"] == pytest.approx(0.5)  # (200 - 100) / 200: sooner is positive
     assert result["informative"]  # baseline 0.9 > 0.2 + 0.25 x 0.8 = 0.4, below saturation
     assert result["arms"]["nlq"]["improvement"] == pytest.approx(0.96 - 0.9)  # accuracy, in points
+    # the learning curves the figure draws: (tokens, accuracy) at each evaluation, per fresh seed
+    assert result["arms"]["nlq"]["curves"][2] == [(0, 0.2), (100, 0.5), (200, 0.7), (300, 0.9), (400, 0.95)]
+    assert sorted(result["arms"]["base"]["curves"]) == [2, 3]
+
+
+def test_the_default_recall_setting_is_the_documented_task():
+    """The screen's recall setting as screening.recall documents it: MAD's in-context recall, a vocabulary of 24
+    (8 of them noise ids), length 32, 1,000 steps, and train.py told that context and vocabulary."""
+    setting = screening.recall("recall")
+    assert (setting.task, setting.max_iters) == ("in-context-recall", 1000)
+    assert setting.settings == dict(vocab_size=24, seq_len=32, noise_vocab_size=8, frac_noise=0.0)
+    assert "--block_size=32" in setting.options("d") and "--vocab_size=24" in setting.options("d")
 
 
 def test_a_run_that_never_reaches_the_midpoint_counts_its_budget_and_is_said():
