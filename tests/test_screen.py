@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import error_of, screen_main
 
@@ -307,3 +308,27 @@ def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):
     run_all([(r, "missing"), (Planned("b", 1, "c.py", tmp_path / "b", 8), "missing")], "python", [], [None] * 2,
                   threads=3)  # fmt: skip
     assert seen == ["3", "3"]
+
+
+def test_a_dataset_made_before_the_floor_changed_is_rescored_and_its_examples_kept(tmp_path, capsys):
+    """A setting's data with runs on it and an old meta.json floor (the most-frequent rule alone, filler ids
+    counted): the screen recomputes the floor from the test split and keeps every example, so the runs stand."""
+    from nlq.comparison import screen
+    from nlq.data.floor import key_blind_floor
+    from nlq.data.tasks import key_blind_view
+
+    setting = screening.mqar("m", pairs=3, steps=10, vocab=16, seq=12, num_train=8, num_test=60)
+    data = tmp_path / "data" / "m"
+    screen.prepare(setting, data, tmp_path)
+    arrays = {f: (data / "test" / f).read_bytes() for f in ("inputs.npy", "targets.npy")}
+    meta = json.loads((data / "meta.json").read_text())
+    (data / "meta.json").write_text(json.dumps(meta | {"floor": {"token": 0.125, "example": 0.0}}))
+    (tmp_path / "m" / "tune-baseline-s1").mkdir(parents=True)  # a run on these examples
+    screen.prepare(setting, data, tmp_path)
+    floor = json.loads((data / "meta.json").read_text())["floor"]
+    x, y = (np.load(data / "test" / f) for f in ("inputs.npy", "targets.npy"))
+    assert floor == key_blind_floor(x, y, **key_blind_view("mqar", setting.settings, x)) and floor["token"] > 1 / 3
+    assert f"0.125 -> {floor['token']:.3f}" in capsys.readouterr().out
+    assert {f: (data / "test" / f).read_bytes() for f in arrays} == arrays
+    screen.prepare(setting, data, tmp_path)  # rescored once: nothing more to say
+    assert "rescored" not in capsys.readouterr().out

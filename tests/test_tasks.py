@@ -173,12 +173,14 @@ def test_the_prepared_dataset_is_the_generators_output_with_its_meta(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    out, vocab, _ = tasks.generate("mqar", dict(vocab_size=64, seq_len=32, num_kv_pairs=6), 50, 40, 9)
+    settings = dict(vocab_size=64, seq_len=32, num_kv_pairs=6)
+    out, vocab, _ = tasks.generate("mqar", settings, 50, 40, 9)
     data = open_examples(tmp_path / "d")
     assert np.array_equal(data.train.inputs, out["train"][0]) and np.array_equal(data.test.targets, out["test"][1])
     meta = json.loads((tmp_path / "d" / "meta.json").read_text())
     assert meta["roles"] == {"keys": [1, 32], "values": [32, 64]} and meta["examples"] == {"train": 50, "test": 40}
-    assert meta["floor"] == key_blind_floor(*out["test"])
+    assert meta["floor"] == key_blind_floor(*out["test"], **tasks.key_blind_view("mqar", settings, out["test"][0]))
+    assert meta["floor"]["rule"]["token"] == "earliest_unasked"
 
 
 def test_a_mad_lab_directory_without_meta_is_read_as_is(tmp_path):
@@ -282,16 +284,95 @@ def test_each_role_draws_its_ids_from_its_own_range(task, settings):
 
 
 def test_the_key_blind_floor_on_hand_made_examples():
-    """Answers 5, 6, 7 (every scored target's id). Example 0: at its scored position the context held 5
-    twice and 6 once: the guess 5 is right (1). Example 1: 6 and 7 once each, target 7: a tie, 1/2.
-    Example 2: no answer seen at either scored position: the split's most scored answer (5) is guessed, wrong
-    for its target 6 (0), right for its target 5 (1)."""
+    """Answers 5, 6, 7 (every scored target's id). Example 0: at its scored position the context showed 5
+    twice (once after key 1, once with no key before it) and 6 once (after key 5), target 5. Example 1: 6
+    (no key) and 7 (after key 1) once each, target 7. Example 2: no answer shown at either scored position:
+    every rule guesses the split's most scored answer (5), wrong for target 6, right for target 5."""
     i = -100
     inputs = np.array([[5, 1, 5, 6, 1, 0], [6, 1, 7, 2, 3, 0], [1, 2, 3, 4, 1, 0]])
     targets = np.array([[i, i, i, i, 5, i], [i, i, i, i, 7, i], [i, i, i, 6, i, 5]])
     floor = key_blind_floor(inputs, targets)
-    assert floor["token"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
-    assert floor["example"] == pytest.approx((1 + 0.5 + 0 * 1) / 3)
+    by_hand = {  # per example's scored positions, the chance each rule's guess is right
+        "most_frequent": [[1], [1 / 2], [0, 1]],  # 5 shown most / a tie of 6 and 7
+        "uniform": [[1 / 2], [1 / 2], [0, 1]],  # two answers shown in each
+        "most_keys": [[1 / 2], [1], [0, 1]],  # 5 and 6 one key each / only 7 has a key
+        "uniform_keys": [[1 / 2], [1], [0, 1]],
+    }
+    for rule, chances in by_hand.items():
+        token = np.mean([p for example in chances for p in example])
+        example = np.mean([np.prod(example) for example in chances])
+        assert floor["rules"][rule] == pytest.approx({"token": token, "example": example}), rule
+    assert floor["token"] == pytest.approx(2.5 / 4) and floor["example"] == pytest.approx(1.5 / 3)
+
+
+def k(*pairs_then_query, target):
+    """A split of two recall examples: key, answer pairs, then the key asked, its target the answer asked for;
+    and a companion in which no answer is shown and 5, 6 and 8 are each asked once, so that every one of them
+    is an answer id of the split. Its most scored answer is the target (twice), which the companion's three
+    positions guess: one right, for every rule alike."""
+    x = np.array([t for pair in pairs_then_query[:-1] for t in pair] + [pairs_then_query[-1]])
+    y = np.full(len(x), -100)
+    y[-1] = target
+    companion_y = np.full(len(x), -100)
+    companion_y[:3] = (5, 6, 8)
+    return np.stack([x, np.zeros_like(x)]), np.stack([y, companion_y])
+
+
+@pytest.mark.parametrize(
+    "example, winner, chance",
+    [
+        # 5 shown three times with key 1, 6 once with key 2, 8 once with key 3: asked 5
+        (k((1, 5), (1, 5), (1, 5), (2, 6), (3, 8), 1, target=5), "most_frequent", 1.0),
+        # 5 with keys 1 and 3, 6 with key 2: asked 6 (uniform 1/2, uniform over keys 1/3, the others 0)
+        (k((1, 5), (3, 5), (2, 6), 2, target=6), "uniform", 1 / 2),
+        # 5 shown three times with key 1, 6 with keys 2 and 3: asked 6 (most_frequent 0, uniform 1/2)
+        (k((1, 5), (1, 5), (1, 5), (2, 6), (3, 6), 2, target=6), "most_keys", 1.0),
+        # 5 with four keys, 6 with three, 8 with one: asked 6 (uniform 1/3, uniform over keys 3/8)
+        (
+            k((1, 5), (2, 5), (3, 5), (4, 5), (9, 6), (10, 6), (11, 6), (12, 8), 9, target=6),
+            "uniform_keys", 3 / 8,
+        ),  # fmt: skip
+    ],
+)
+def test_the_floor_is_the_best_rule_on_a_split_where_that_rule_wins(example, winner, chance):
+    floor = key_blind_floor(*example)
+    assert floor["rule"]["token"] == winner and floor["token"] == pytest.approx((chance + 1) / 4), floor["rules"]
+
+
+def test_on_mqar_the_floor_drops_the_keys_asked_and_never_counts_a_filler():
+    """Zoology's layout: pairs (1, 5), (2, 6), (3, 7) first, then the keys asked in the pairs' order, with a
+    filler 5 between the queries. Answering the earliest pair not yet asked is right every time; the other
+    rules see each value shown once (1/3 a query). Were the fillers counted, 5 would be the most frequent
+    answer from the second query on (1/9)."""
+    i = -100
+    x = np.array([[1, 5, 2, 6, 3, 7, 1, 5, 2, 5, 3, 0]])
+    y = np.array([[i, i, i, i, i, i, 5, i, 6, i, 7, i]])
+    view = tasks.key_blind_view("mqar", {"vocab_size": 16, "seq_len": 12, "num_kv_pairs": 3}, x)
+    floor = key_blind_floor(x, y, **view)
+    assert floor["rule"] == {"token": "earliest_unasked", "example": "earliest_unasked"}
+    assert floor["token"] == 1.0 and floor["example"] == 1.0
+    for rule in ("most_frequent", "uniform", "most_keys", "uniform_keys"):
+        assert floor["rules"][rule] == pytest.approx({"token": 1 / 3, "example": 1 / 27}), rule
+    assert key_blind_floor(x, y)["rules"]["most_frequent"]["token"] == pytest.approx(1 / 9)  # the filler counted
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_mqar_floor_follows_the_rule_computed_without_the_project(seed):
+    """On generated MQAR (default power-law gaps), the earliest-unasked rule recomputed here from the arrays
+    alone: the floor equals it and lies well above guessing among the pairs (1 / num_kv_pairs)."""
+    settings = {"vocab_size": 64, "seq_len": 24, "num_kv_pairs": 6}
+    out, _, _ = tasks.generate("mqar", settings, 1, 400, seed)
+    x, y = out["test"]
+    right = total = 0
+    for row, target in zip(x, y):
+        pairs = list(zip(row[0:12:2], row[1:12:2]))
+        asked = set()
+        for t in np.flatnonzero(target != -100):
+            guess = next(v for key, v in pairs if key not in asked)
+            right, total = right + (guess == target[t]), total + 1
+            asked.add(row[t])
+    floor = key_blind_floor(x, y, **tasks.key_blind_view("mqar", settings, x))
+    assert floor["token"] == pytest.approx(right / total) and floor["token"] > 1 / 6 + 0.2
 
 
 def test_where_no_answer_was_seen_the_floor_guesses_the_most_scored_answer():

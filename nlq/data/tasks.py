@@ -14,6 +14,7 @@ the sequence into one token's state, a separate decoder reconstructs every token
 a causal language model has no such bottleneck: predicting each input token at its own position is copying.
 """
 
+import inspect
 from dataclasses import dataclass
 from itertools import permutations
 
@@ -348,6 +349,20 @@ def mqar(
     vocab = Vocab((1, half), (half, vocab_size))
     return x.astype(np.int64), y, vocab
 
+
+
+def key_blind_view(task: str, settings: dict, inputs: np.ndarray) -> dict:
+    """What the key-blind floor (nlq/data/floor.py) knows of a task's layout, as its keyword arguments. MQAR
+    lays its pairs out first (keys at even, values at odd places of the first 2 x num_kv_pairs): only those
+    values are answers shown ('shown'; the random fillers after them may carry a value's id), and the pairs
+    in their order ('pairs'). Every other task shows its answers as answer ids (the floor's default)."""
+    if task != "mqar":
+        return {}
+    n_pairs = settings.get("num_kv_pairs", inspect.signature(mqar).parameters["num_kv_pairs"].default)
+    inputs = np.asarray(inputs)
+    shown = np.zeros(inputs.shape, dtype=bool)
+    shown[:, 1 : 2 * n_pairs : 2] = True
+    return {"shown": shown, "pairs": np.stack([inputs[:, 0 : 2 * n_pairs : 2], inputs[:, 1 : 2 * n_pairs : 2]], -1)}
 
 MAP_KEY, TRAIN_KEY, TEST_KEY = 0, 1, 2  # spawn keys of the seed's streams: the memorization map, each split
 TASKS = {  # name: (function, the keyword settings it takes beyond vocab_size and seq_len)
