@@ -330,7 +330,8 @@ def k(*pairs_then_query, target):
         # 5 with four keys, 6 with three, 8 with one: asked 6 (uniform 1/3, uniform over keys 3/8)
         (
             k((1, 5), (2, 5), (3, 5), (4, 5), (9, 6), (10, 6), (11, 6), (12, 8), 9, target=6),
-            "uniform_keys", 3 / 8,
+            "uniform_keys",
+            3 / 8,
         ),  # fmt: skip
     ],
 )

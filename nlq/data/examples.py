@@ -107,7 +107,6 @@ def write_task(out_dir, task: str, settings: dict, num_train: int, num_test: int
     return meta, {s: int((y != IGNORE).sum()) for s, (_, y) in splits.items()}
 
 
-
 def rescore_floor(out_dir) -> tuple | None:
     """A synthetic task's meta.json floor recomputed from its test split with today's rules (nlq/data/floor.py),
     written back if it changed (the examples stay as they are): (old, new), or None when it had not changed."""
@@ -119,6 +118,7 @@ def rescore_floor(out_dir) -> tuple | None:
         return None
     atomic_write_json(out_dir / "meta.json", {**meta, "floor": floor}, indent=2)
     return meta.get("floor"), floor
+
 
 def open_examples(path, block_size: int | None = None) -> Examples:
     """Both splits, memory-mapped and checked: integer arrays of one shape per split and one length for

@@ -105,6 +105,6 @@ def drawn_from(weights, target, answers, fallback) -> float:
 def earliest_unasked(row: Example, t: int, answers, fallback) -> float:
     """The value of the first pair whose key no earlier scored position asked (the key asked at a scored
     position is its input)."""
-    asked = set(row.inputs[: t][row.scored[: t]].tolist())
+    asked = set(row.inputs[:t][row.scored[:t]].tolist())
     left = [value for key, value in row.pairs if key not in asked]
     return float(row.targets[t] == (left[0] if left else fallback))

@@ -350,7 +350,6 @@ def mqar(
     return x.astype(np.int64), y, vocab
 
 
-
 def key_blind_view(task: str, settings: dict, inputs: np.ndarray) -> dict:
     """What the key-blind floor (nlq/data/floor.py) knows of a task's layout, as its keyword arguments. MQAR
     lays its pairs out first (keys at even, values at odd places of the first 2 x num_kv_pairs): only those
@@ -363,6 +362,7 @@ def key_blind_view(task: str, settings: dict, inputs: np.ndarray) -> dict:
     shown = np.zeros(inputs.shape, dtype=bool)
     shown[:, 1 : 2 * n_pairs : 2] = True
     return {"shown": shown, "pairs": np.stack([inputs[:, 0 : 2 * n_pairs : 2], inputs[:, 1 : 2 * n_pairs : 2]], -1)}
+
 
 MAP_KEY, TRAIN_KEY, TEST_KEY = 0, 1, 2  # spawn keys of the seed's streams: the memorization map, each split
 TASKS = {  # name: (function, the keyword settings it takes beyond vocab_size and seq_len)
