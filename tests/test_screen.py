@@ -193,7 +193,7 @@ def tiny_screen(tmp_path):
     (tmp_path / "syn_nlq.py").write_text(ARM + 'query_mode = "residual_gelu"\n')
     (tmp_path / "screen.json").write_text(json.dumps(SCREEN))
     arms = [str(tmp_path / "syn_base.py"), str(tmp_path / "syn_nlq.py")]
-    return [*arms, f"--screen={tmp_path / 'screen.json'}", "--seeds=2,3", "--progress_every=1"]
+    return [*arms, f"--screen={tmp_path / 'screen.json'}", "--seeds=2,3", "--max_extra_seeds=1", "--progress_every=1"]
 
 
 def final_acc_and_loss(run_dir) -> tuple[float, float]:
@@ -229,6 +229,9 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
                 assert expected in ttm
     for name in ("screen.md", "screen.png", "curves.png", "axes.png"):
         assert (root / name).stat().st_size > 0
+    for setting in ("mq", "mq32"):  # the one extra seed (4): for the baseline whenever for any arm
+        seeds = {arm: sorted(int(s) for s in r["curves"]) for arm, r in report["settings"][setting]["arms"].items()}
+        assert all(s in ([2, 3], [2, 3, 4]) for s in seeds.values()) and max(seeds.values()) == seeds["base"]
     assert json.loads((root / "data" / "mq" / "meta.json").read_text())["settings"]["num_kv_pairs"] == 2
     # Run again: nothing runs. A stage-2 run deleted: it alone runs again.
     capsys.readouterr()
@@ -291,6 +294,8 @@ def test_the_dry_run_lists_the_runs_and_estimates_their_time(tmp_path, capsys):
     assert out.count("start  ") == 8 and not (tmp_path / "R").exists()
     hours = 16 * 16 * 4 * 8 / 512 / 2 / 3600
     assert f"about {hours:.1f} hours, 2 at a time" in out
+    assert "then up to 1 more seeds (4) for each arm and setting whose interval holds zero (to 3 seeds)" in out
+    assert "at most 4 runs more (--max_extra_seeds)" in out
 
 
 def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):
@@ -308,6 +313,28 @@ def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):
     run_all([(r, "missing"), (Planned("b", 1, "c.py", tmp_path / "b", 8), "missing")], "python", [], [None] * 2,
                   threads=3)  # fmt: skip
     assert seen == ["3", "3"]
+
+
+@pytest.mark.parametrize(
+    "seeds, most, rounds", [(3, 5, [5, 8]), (3, 2, [5]), (3, 3, [5, 6]), (3, 0, []), (6, 5, [8]), (8, 5, [])]
+)
+def test_stage_two_grows_to_five_then_eight_seeds_within_the_budget(seeds, most, rounds):
+    assert screening.seed_rounds(seeds, most) == rounds
+
+
+def test_the_arms_that_get_more_seeds():
+    """Every arm while the baseline reached the midpoint in fewer than all its seeds; else each arm whose
+    interval holds zero (an end of it on zero included) with the baseline, and none of the others."""
+
+    def result(reached, **intervals):
+        arms = {"base": {"tokens_to_midpoint": {"values": [1, 2, 3], "reached": reached, "interval": None}}}
+        for arm, interval in intervals.items():
+            arms[arm] = {"tokens_to_midpoint": {"values": [1, 2, 3], "reached": 3, "interval": interval}}
+        return {"arms": arms}
+
+    assert screening.wanting_seeds(result(2, a=[0.2, 0.5], b=[0.3, 0.4]), "base") == ["a", "b", "base"]
+    assert screening.wanting_seeds(result(3, a=[-0.1, 0.5], b=[0.1, 0.4], c=[0.0, 0.2]), "base") == ["a", "base", "c"]
+    assert screening.wanting_seeds(result(3, a=[0.1, 0.5], b=[-0.4, -0.1]), "base") == []
 
 
 def test_a_dataset_made_before_the_floor_changed_is_rescored_and_its_examples_kept(tmp_path, capsys):

@@ -271,6 +271,13 @@ def test_compare_delta_to_baseline_and_its_interval_from_a_hand_made_log(tmp_pat
     gain, (low, high), p, kind = versus_baseline(runs[2:], runs[:2], 10)
     assert kind == "Welch" and (low, high) == pytest.approx(((diff - half) / 3.01, (diff + half) / 3.01))
 
+    # the baseline with a seed more than the arm (stage 2's extra seeds): paired over the arm's seeds 1 and 2
+    fake_run(tmp_path, "base3", "baseline", 3, {0: 4.0, 10: 2.90}, ["a"])
+    base = [*runs[:2], Run.from_dir(tmp_path / "base3")]
+    gain, (low, high), p, kind = versus_baseline(runs[2:4], base, 10)
+    assert kind == "paired" and gain == pytest.approx(d_mean / base_mean)
+    assert p == pytest.approx(stats.ttest_rel([3.00, 3.02], [2.97, 2.95]).pvalue)
+
 
 def test_compare_welch_interval_p_and_one_run_from_the_formulas():
     """Arms on different seeds (nothing to pair): Welch's t on the difference of the means, its degrees of

@@ -35,6 +35,10 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--tune_seeds", default="1", help="stage 1's seeds")
     p.add_argument("--seeds", default="2,3,4", help="stage 2's seeds, disjoint from --tune_seeds")
     p.add_argument("--out_root", default="out-screen", help="datasets, runs and the report go here")
+    p.add_argument(
+        "--max_extra_seeds", type=int, default=5,
+        help="stage 2's fresh seeds added per arm and setting where its interval holds zero (to 5, then 8)",
+    )  # fmt: skip
     sweep.add_run_options(p)
     p.set_defaults(jobs=None)  # two side by side on a CPU machine (docs/screening.md); one per GPU or job otherwise
     p.add_argument("--tokens_per_s", type=float, default=TOKENS_PER_SECOND, help="one run's speed, for estimates")
@@ -55,15 +59,24 @@ def screen(args, extra) -> None:
     tune_seeds, seeds = sweep.seed_list("--tune_seeds", args.tune_seeds), sweep.seed_list("--seeds", args.seeds)
     if set(tune_seeds) & set(seeds):
         raise UserError("--tune_seeds and --seeds share a seed: report on fresh seeds")
+    if args.max_extra_seeds < 0:
+        raise UserError(f"--max_extra_seeds={args.max_extra_seeds}: give 0 (none) or more")
     out_root = Path(args.out_root)
     sweep.check_out_root(out_root)
     data = {s.name: out_root / "data" / s.name for s in settings}
     stage1 = [r for s in settings for r in plan(s, data[s.name], args.arms, tune_seeds, out_root, extra, points)]
     sweep.check_arm_names(stage1, args.arms)
     estimate(settings, stage1, args, len(seeds))
+    fresh = extra_seeds(tune_seeds + seeds, args.max_extra_seeds)
     if args.dry_run:
         sweep.launch(stage1, args, extra=[])
         print(f"stage 2: each arm's chosen point per setting x seeds {seeds}, once stage 1 has finished")
+        if fresh:
+            print(
+                f"then up to {len(fresh)} more seeds ({','.join(map(str, fresh))}) for each arm and setting whose "
+                f"interval holds zero (to {' then '.join(map(str, screening.seed_rounds(len(seeds), len(fresh))))} "
+                f"seeds): at most {len(fresh) * len(args.arms) * len(settings)} runs more (--max_extra_seeds)"
+            )
         return
     out_root.mkdir(parents=True, exist_ok=True)
     for name in ("screen.md", "screen.json"):
@@ -80,10 +93,44 @@ def screen(args, extra) -> None:
     stage2 = [
         r for s in settings for r in chosen_runs(s, stage1, data[s.name], args.arms, seeds, out_root, extra, keys)
     ]
-    done, _ = sweep.launch(stage2, args, extra=[])
-    if len(done) < len(stage2):
-        raise UserError(f"{len(stage2) - len(done)} stage-2 runs did not finish (above): run the same command again")
+    launch_all(stage2, args, "stage-2")
+    for target in screening.seed_rounds(len(seeds), len(fresh)):
+        asked = seeds + fresh[: target - len(seeds)]
+        stage2 += more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys)
     write_report(settings, stage1 + stage2, keys, data, out_root, args, started)
+
+
+def launch_all(runs, args, which: str) -> None:
+    done, _ = sweep.launch(runs, args, extra=[])
+    if len(done) < len(runs):
+        raise UserError(f"{len(runs) - len(done)} {which} runs did not finish (above): run the same command again")
+
+
+def extra_seeds(used: list, most: int) -> list[int]:
+    """--max_extra_seeds fresh seeds after every seed the screen uses."""
+    return list(range(max(used) + 1, max(used) + 1 + most))
+
+
+def more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys) -> list:
+    """One round of extra seeds: for each setting, the arms screening.wanting_seeds names on the runs so far (their
+    seeds before this round's, so that a rerun decides alike) run on this round's new seeds (asked, the seeds
+    the round ends with)."""
+    baseline = sweep.arm_names(args.arms)[0]
+    names = dict(zip(sweep.arm_names(args.arms), args.arms))
+    added = []
+    for s in settings:
+        here = [r for r in stage2 if r.out_dir.parent == out_root / s.name]
+        runs = [Run.from_dir(r.out_dir) for r in stage1 + here if r.out_dir.parent == out_root / s.name]
+        floor = json.loads((data[s.name] / "meta.json").read_text())["floor"]
+        for arm in screening.wanting_seeds(screening.setting_report(runs, keys, baseline, floor), baseline):
+            held = {r.seed for r in here if r.arm == arm}
+            new = [seed for seed in asked if seed not in held]
+            point = next(r.point for r in here if r.arm == arm)
+            added += setting_runs(s, data[s.name], names[arm], arm, new, out_root, extra, point, "report")
+            if new:
+                print(f"{s.name}: {arm} on seeds {','.join(map(str, new))} too (the rule on seeds: docs/screening.md)")
+    launch_all(added, args, "extra-seed")
+    return added
 
 
 def chosen_settings(args) -> tuple[list, str]:

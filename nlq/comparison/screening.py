@@ -36,6 +36,7 @@ TOKENS = Metric("tokens_to_midpoint", False, True, "tokens to the midpoint accur
 ABOVE_FLOOR = 0.25  # informative: the baseline at least this far of the way from the floor to 100 %
 SATURATED = 0.995  # ... and below this accuracy
 EVALUATIONS = 16  # per run: the learning curve's points
+SEED_ROUNDS = (5, 8)  # stage 2's seeds where the rule asks for more (wanting_seeds): to 5, then to 8
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,29 @@ def setting_report(runs, keys, baseline: str, floor: dict) -> dict:
         result["arms"][arm]["curves"] = {r.seed: curve(r) for r in arms[arm]}
     adjust(result["arms"], "tokens_to_midpoint", baseline)
     return result
+
+
+def seed_rounds(seeds: int, most: int) -> list[int]:
+    """The seed counts stage 2 grows to, from `seeds`, where the rule asks: SEED_ROUNDS, at most `most` more."""
+    return sorted({min(t, seeds + most) for t in SEED_ROUNDS if min(t, seeds + most) > seeds})
+
+
+def wanting_seeds(result: dict, baseline: str) -> list[str]:
+    """The arms of one setting's report (setting_report) the protocol gives more fresh seeds: every arm when
+    the tuned baseline reached the midpoint in fewer than all of its seeds (the tokens it is compared on are
+    then lower bounds); else each arm whose tokens-to-midpoint interval holds zero, and the baseline, its
+    partner seed by seed."""
+    arms = result["arms"]
+    base = arms[baseline]["tokens_to_midpoint"]
+    if base["reached"] < len(base["values"]):
+        return sorted(arms)
+    unsure = [
+        arm
+        for arm, r in arms.items()
+        if arm != baseline and r["tokens_to_midpoint"]["interval"] is not None
+        and r["tokens_to_midpoint"]["interval"][0] <= 0 <= r["tokens_to_midpoint"]["interval"][1]
+    ]  # fmt: skip
+    return sorted([*unsure, baseline]) if unsure else []
 
 
 def overall(results: dict, runs_by_setting: dict, baseline: str) -> dict:

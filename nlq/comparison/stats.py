@@ -57,6 +57,15 @@ def paired(arm_runs, base_runs) -> bool:
     return len(seeds) > 1 and len(set(seeds)) == len(seeds) and sorted(seeds) == sorted(r.seed for r in base_runs)
 
 
+def shared_seeds(arm_runs, base_runs) -> list:
+    """The baseline's runs on the arm's seeds, where the baseline ran every seed the arm ran (stage 2's extra
+    seeds can give the baseline more seeds than an arm): the pairs the arm's differences are taken over.
+    Otherwise every baseline run."""
+    seeds = {r.seed for r in arm_runs}
+    base = [r for r in base_runs if r.seed in seeds]
+    return base if len(seeds) > 1 and len(base) == len(seeds) == len(arm_runs) else list(base_runs)
+
+
 def by_seed(rs, step, key: str = "val_loss"):
     return [r.evals[step][key] for r in sorted(rs, key=lambda r: r.seed)]
 
@@ -67,6 +76,7 @@ def versus_baseline(arm_runs, base_runs, step, metric: Metric = LOSS):
     baseline mean. Positive is better in both."""
     from scipy import stats
 
+    base_runs = shared_seeds(arm_runs, base_runs)
     a, b = by_seed(arm_runs, step, metric.key), by_seed(base_runs, step, metric.key)
     base = statistics.mean(b)
     sign = 1 if metric.higher_is_better else -1
