@@ -5,6 +5,7 @@ continued to the same result), and its one-line refusals."""
 
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -268,12 +269,57 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
         (["--jobs=0"], "--jobs=0: give a number >= 1"),
         (["--executor=slurm", "--slurm_gpus=1", "--jobs=2"], "the scheduler places jobs"),
         (["--gpus=0", "--jobs=2"], "--jobs and --threads are for runs side by side on CPUs"),
+        (["--dataset=data/x"], "each setting of a screen trains on its own data"),
+        (["--tokens_per_s=-5"], "--tokens_per_s=-5: give one run's speed, a number above 0"),
+        (["--tokens_per_s=0"], "a number above 0"),
+        (["--max_extra_seeds=-1"], "--max_extra_seeds=-1: give 0 (none) or more"),
     ],
 )
 def test_bad_screen_options_are_one_line_and_start_nothing(tmp_path, options, words):
     root = tmp_path / "R"
     assert words in error_of([*tiny_screen(tmp_path), f"--out_root={root}", *options], main=screen_main)
     assert not root.exists()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"task": "nope"}, "setting mq: task='nope': one of in-context-recall"),
+        ({"settings": {"vocab_size": 16, "num_kv_pairs": 2}}, "setting mq: give its settings seq_len"),
+        ({"settings": {"vocab_size": 16, "seq_len": 8, "num_kv_pairs": 9}}, "setting mq: num_kv_pairs=9"),
+        ({"settings": {"vocab_size": 16, "seq_len": 8, "pairs": 2}}, "give only the task's own settings"),
+        ({"max_iters": 0}, "setting mq: max_iters=0: give its steps"),
+    ],
+)
+@pytest.mark.parametrize("dry_run", [[], ["--dry_run"]])
+def test_a_screen_file_whose_setting_cannot_be_built_is_refused_before_anything(tmp_path, change, words, dry_run):
+    command = tiny_screen(tmp_path)
+    (tmp_path / "screen.json").write_text(json.dumps({**SCREEN, "settings": [SCREEN["settings"][0] | change]}))
+    root = tmp_path / "R"
+    assert words in error_of([*command, f"--out_root={root}", *dry_run], main=screen_main)
+    assert not root.exists()
+
+
+def test_an_out_root_holding_another_screen_is_refused_even_in_a_dry_run(tmp_path, capsys):
+    command, root = tiny_screen(tmp_path), tmp_path / "R"
+    (root / "mq").mkdir(parents=True)
+    plan = {"arms": {"base": "x.py"}, "grid": ["learning_rate=1e-3"], "tune_seeds": "1", "seeds": "2,3"}
+    (root / "screen_plan.json").write_text(json.dumps(plan | {"options": [], "settings": {}}))
+    for dry_run in ([], ["--dry_run"]):
+        message = error_of([*command, f"--out_root={root}", *dry_run], main=screen_main)
+        assert "holds another screen (its arms, grid differ" in message and "use another --out_root" in message
+    assert sorted(p.name for p in root.iterdir()) == ["mq", "screen_plan.json"]
+
+
+def test_runs_that_fail_one_after_another_stop_the_screen_with_the_first_error(tmp_path):
+    """A launcher that fails every run at once: the third failure in a row stops the screen, its first
+    failure named."""
+    command = tiny_screen(tmp_path)
+    message = error_of([*command, f"--out_root={tmp_path / 'R'}", "--launcher=false"], main=screen_main)
+    # two run side by side: the one beside the third may fail too before the screen stops
+    assert re.search(r"(3 runs failed one after another, so the 5|4 runs .*, so the 4) left were not started", message)
+    assert "the first, base learning_rate=1e-3 seed 1: " in message and "Fix that" in message
+    assert len(list((tmp_path / "R").glob("*/tune-*"))) <= 3 + 1  # the two side by side when the third failed
 
 
 def test_a_dataset_made_with_other_settings_is_not_replaced_under_its_runs(tmp_path):

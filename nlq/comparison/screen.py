@@ -53,7 +53,12 @@ def screen(args, extra) -> None:
     if any(not x.startswith("--") or "=" not in x for x in extra):
         raise UserError(f"{next(x for x in extra if not x.startswith('--') or '=' not in x)}: give --key=value")
     sweep.check_executor(args)
+    if any(x.startswith("--dataset=") for x in extra):
+        raise UserError("--dataset: each setting of a screen trains on its own data; leave --dataset out")
+    if not args.tokens_per_s > 0:
+        raise UserError(f"--tokens_per_s={args.tokens_per_s:g}: give one run's speed, a number above 0")
     settings, rates = chosen_settings(args)
+    screening.check_settings(settings)
     grid = args.grid or [f"learning_rate={rates}"]
     keys, points = sweep.grid_points(grid, extra)
     tune_seeds, seeds = sweep.seed_list("--tune_seeds", args.tune_seeds), sweep.seed_list("--seeds", args.seeds)
@@ -63,6 +68,7 @@ def screen(args, extra) -> None:
         raise UserError(f"--max_extra_seeds={args.max_extra_seeds}: give 0 (none) or more")
     out_root = Path(args.out_root)
     sweep.check_out_root(out_root)
+    held = same_screen(out_root, settings, args, grid, extra)
     data = {s.name: out_root / "data" / s.name for s in settings}
     stage1 = [r for s in settings for r in plan(s, data[s.name], args.arms, tune_seeds, out_root, extra, points)]
     sweep.check_arm_names(stage1, args.arms)
@@ -83,6 +89,7 @@ def screen(args, extra) -> None:
         check_writable(f"the report {name}", out_root / name)
     for name in ("screen.png", "curves.png", "axes.png"):
         check_figure_path("the figure", out_root / name)
+    atomic_write_json(out_root / "screen_plan.json", held, indent=1)
     for s in settings:
         prepare(s, data[s.name], out_root)
     started = time.time()
@@ -98,6 +105,35 @@ def screen(args, extra) -> None:
         asked = seeds + fresh[: target - len(seeds)]
         stage2 += more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys)
     write_report(settings, stage1 + stage2, keys, data, out_root, args, started)
+
+
+def same_screen(out_root: Path, settings, args, grid, extra) -> dict:
+    """out_root holds this screen or none (in --dry_run too): the arms, grid, seeds and options that make its
+    runs, and each setting of a name it has, as screen_plan.json keeps them. Returns what it should hold."""
+    plan = {
+        "arms": dict(zip(sweep.arm_names(args.arms), args.arms)),
+        "grid": grid,
+        "tune_seeds": args.tune_seeds,
+        "seeds": args.seeds,
+        "options": extra,
+        "settings": {s.name: screening.json_ready(s) for s in settings},
+    }
+    file = out_root / "screen_plan.json"
+    try:
+        held = json.loads(file.read_text()) if file.exists() else None
+    except (OSError, ValueError) as e:
+        raise UserError(f"{file} cannot be read ({e}): use another --out_root, or remove that file") from None
+    if isinstance(held, dict):
+        differ = [k for k in ("arms", "grid", "tune_seeds", "seeds", "options") if held.get(k) != plan[k]]
+        theirs = held.get("settings") if isinstance(held.get("settings"), dict) else {}
+        differ += [f"setting {n}" for n, v in plan["settings"].items() if n in theirs and theirs[n] != v]
+        if differ:
+            raise UserError(
+                f"--out_root={out_root} holds another screen (its {', '.join(differ)} differ, {file}): use another "
+                "--out_root, or that screen's own options"
+            )
+        plan["settings"] = {**theirs, **plan["settings"]}
+    return plan
 
 
 def launch_all(runs, args, which: str) -> None:

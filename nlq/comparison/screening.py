@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from nlq.common.errors import UserError
 from nlq.comparison import tuning
 from nlq.comparison.stats import METRICS, Metric, holm, versus_baseline
+from nlq.data.tasks import TaskError, generate
 from nlq.eval.accuracy import midpoint, tokens_to_reach
 
 
@@ -168,6 +169,28 @@ def read_screen(path) -> tuple[list, str | None]:
     if not settings or len(set(names)) < len(names) or any(not n or "/" in n for n in names):
         raise ScreenError(f"{path}: give one setting or more, each with its own name (no '/')")
     return settings, spec.get("grid")
+
+
+def json_ready(setting: Setting) -> dict:
+    """A setting as screen_plan.json and a screen of one's own write it."""
+    return {**setting.__dict__, "axis": list(setting.axis)}
+
+
+def check_settings(settings) -> None:
+    """Every setting builds its task (one example of each split), before any run or directory."""
+    for s in settings:
+        held = s.settings if isinstance(s.settings, dict) else {}
+        missing = [k for k in ("vocab_size", "seq_len") if not isinstance(held.get(k), int) or held[k] < 1]
+        if missing:
+            raise ScreenError(f"setting {s.name}: give its settings {' and '.join(missing)} (positive integers)")
+        if not isinstance(s.max_iters, int) or isinstance(s.max_iters, bool) or s.max_iters < 1:
+            raise ScreenError(f"setting {s.name}: max_iters={s.max_iters!r}: give its steps, an integer >= 1")
+        try:
+            generate(s.task, held, 1, 1, s.seed, s.train_targets)
+        except TaskError as e:
+            raise ScreenError(f"setting {s.name}: {e}") from None
+        except TypeError as e:  # a setting its task does not take
+            raise ScreenError(f"setting {s.name}: {e}: give only the task's own settings (nlq/data/tasks.py)") from None
 
 
 def by_stage(runs) -> tuple[list, list]:

@@ -221,6 +221,11 @@ class Interrupted(UserError):
 
 INTERRUPTED = 130  # train.py's exit status after Ctrl-C (nlq/run/trainer.Interrupted)
 GRACE_S = 20  # after Ctrl-C, the seconds a run is given to stop by itself before it is sent SIGINT
+FAILURES_IN_A_ROW = 3  # runs that fail one after another (not by diverging): the rest would fail alike
+
+
+class Broken(UserError):
+    """Runs that failed one after another: the first one's error, nothing more started."""
 
 
 def run_all(
@@ -232,12 +237,12 @@ def run_all(
     starts after it, the running ones stop (a terminal's Ctrl-C reaches them too; others are sent SIGINT after
     GRACE_S), and Interrupted says what finished and how to continue."""
     work, failures, lock, running, finished = queue.Queue(), {}, threading.Lock(), {}, []
-    stop, processes = threading.Event(), {}
+    stop, broken, processes, in_a_row = threading.Event(), threading.Event(), {}, []
     for item in todo:
         work.put(item)
 
     def worker(gpu):
-        while not stop.is_set():
+        while not stop.is_set() and not broken.is_set():
             try:
                 r, state = work.get_nowait()
             except queue.Empty:
@@ -256,6 +261,9 @@ def run_all(
                     failures[str(r.out_dir)] = (code, error)
                 else:
                     finished.append(time.monotonic() - started)
+                in_a_row[:] = [*in_a_row, (r, error)] if error and code not in (DIVERGED, INTERRUPTED) else []
+                if len(in_a_row) >= FAILURES_IN_A_ROW:
+                    broken.set()
                 print(f"{'FAILED' if error else 'done'}: {describe(r)}" + (f": {error}" if error else ""))
             if code == INTERRUPTED:
                 stop.set()
@@ -280,6 +288,12 @@ def run_all(
             f"interrupted: {len(finished)} run(s) finished, {len(todo) - len(finished) - work.qsize()} stopped or "
             f"failed (each resumes from its last checkpoint), {work.qsize()} not started; run the same command "
             "again to continue"
+        )
+    if broken.is_set():
+        first, error = in_a_row[0]
+        raise Broken(
+            f"{len(in_a_row)} runs failed one after another, so the {work.qsize()} left were not started; the first, "
+            f"{describe(first)}: {error}. Fix that and run the same command again"
         )
     return failures
 
