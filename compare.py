@@ -10,13 +10,17 @@ aggregated as mean +- std. Against the baseline arm, the table gives the relativ
 interval and a t-test p-value: paired seed by seed when the arm and the baseline ran the same seeds (the
 data order is the same for all, so seed s of two arms differ only in the arm), else Welch's. The figure's
 first panel is what a 1 % effect needs: each arm's val loss minus the baseline's mean, mean +- std over
-seeds. The footer says whether all runs trained on identical batches, from the batch fingerprints.
+seeds. The table is given again at equal training FLOPs and at equal training time (each run's logged step
+times, or --prices=bench.json: a report's step ratios to linear, e.g. a GPU's), each run read where it had
+spent what the cheapest had by the step compared. The footer says whether all runs trained on identical
+batches, from the batch fingerprints.
 """
 
 import argparse
 
 from nlq.common.errors import cli_main
 from nlq.comparison.compare import check_outputs, compare, read_runs
+from nlq.comparison.cost import read_prices
 from nlq.comparison.stats import METRICS
 
 
@@ -43,10 +47,14 @@ def run(argv):
         "scored token (val_acc) or per example (val_example_acc)",
     )  # fmt: skip
     p.add_argument("--json", help="with --tune: also write the result as JSON here")
+    p.add_argument(
+        "--prices", metavar="JSON", help="time each arm's step at a bench.py or gpu_check.py report's ratios"
+    )
     args = p.parse_args(argv)
     check_outputs(args.png, args.md, args.json, args.tune)
+    prices = read_prices(args.prices) if args.prices else None
     runs = read_runs(args.runs, args.wandb, args.group, args.reference)
-    compare(runs, args.baseline, args.step, args.metric, args.tune, args.png, args.md, args.json)
+    compare(runs, args.baseline, args.step, args.metric, args.tune, args.png, args.md, args.json, prices)
 
 
 def main(argv=None):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from helpers import error_of, screen_main
 
+from model import GPTConfig, training_flops_per_token
 from nlq.comparison import screening
 from nlq.comparison import sweep as sweep_lib
 from nlq.comparison.compare import Run
@@ -58,6 +59,32 @@ def test_a_settings_tokens_to_the_midpoint_from_hand_made_curves():
     # the learning curves the figure draws: (tokens, accuracy) at each evaluation, per fresh seed
     assert result["arms"]["nlq"]["curves"][2] == [(0, 0.2), (100, 0.5), (200, 0.7), (300, 0.9), (400, 0.95)]
     assert sorted(result["arms"]["base"]["curves"]) == [2, 3]
+
+
+def timed(r, ms):
+    """The run r with a step record of ms milliseconds (its 100 tokens) at each step."""
+    steps = [{"step": s, "loss": 1.0, "ms": ms, "tokens": 100 * (s + 1)} for s in range(4)]
+    return Run(r.name, r.config, [*r.evals.values(), *steps])
+
+
+def test_flops_and_seconds_to_the_midpoint_are_its_tokens_at_each_arms_cost():
+    """hand_made's tokens to the midpoint (base 250, 150; nlq 150, 50) at 0.1 ms a token for base and 0.3
+    for nlq: seconds 0.025, 0.015 against 0.045, 0.015; priced instead (base's own 0.1 ms a token, nlq's step
+    1.5 x linear's): 0.0225, 0.0075. FLOPs: the model's own count per token, the same for both (one config)."""
+    runs = [timed(r, 10 if r.arm == "base" else 30) for r in hand_made()]
+    result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
+    base, nlq = result["arms"]["base"]["seconds_to_midpoint"], result["arms"]["nlq"]["seconds_to_midpoint"]
+    assert base["values"] == pytest.approx([0.025, 0.015]) and nlq["values"] == pytest.approx([0.045, 0.015])
+    assert nlq["improvement"] == pytest.approx((0.02 - 0.03) / 0.02)  # later: negative
+    per_token = training_flops_per_token(GPTConfig(n_layer=1, n_embd=16, n_head=2, vocab_size=16), 8)
+    assert result["arms"]["nlq"]["flops_to_midpoint"]["values"] == pytest.approx([150 * per_token, 50 * per_token])
+    for r in runs:
+        r.config = r.config | ({"query_mode": "residual_gelu"} if r.arm == "nlq" else {})
+    priced = screening.setting_report(runs, ["learning_rate"], "base", FLOOR, {"linear": 1.0, "residual_gelu": 1.5})
+    assert priced["arms"]["nlq"]["seconds_to_midpoint"]["values"] == pytest.approx([0.0225, 0.0075])
+    assert priced["arms"]["nlq"]["seconds_to_midpoint"]["improvement"] == pytest.approx((0.02 - 0.015) / 0.02)
+    lines = screening.setting_lines(result, {"task": "mqar", "settings": {}})
+    assert "| arm | reached / runs | tokens to midpoint | FLOPs to midpoint | time to midpoint |" in lines
 
 
 def test_the_default_recall_setting_is_the_documented_task():
@@ -318,7 +345,7 @@ def test_runs_that_fail_one_after_another_stop_the_screen_with_the_first_error(t
     message = error_of([*command, f"--out_root={tmp_path / 'R'}", "--launcher=false"], main=screen_main)
     # two run side by side: the one beside the third may fail too before the screen stops
     assert re.search(r"(3 runs failed one after another, so the 5|4 runs .*, so the 4) left were not started", message)
-    assert "the first, base learning_rate=1e-3 seed 1: " in message and "Fix that" in message
+    assert "the first, base learning_rate=" in message and "Fix that" in message
     assert len(list((tmp_path / "R").glob("*/tune-*"))) <= 3 + 1  # the two side by side when the third failed
 
 

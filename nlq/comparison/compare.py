@@ -12,7 +12,7 @@ from model import GPTConfig, parameter_count
 from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
 from nlq.common.errors import UserError
 from nlq.common.figures import check_figure_path, save_figure
-from nlq.comparison import tuning
+from nlq.comparison import cost, tuning
 from nlq.comparison.stats import LOSS, METRICS, Metric, by_seed, holm, paired, versus_baseline
 from nlq.paper import official
 from nlq.run.rundir import read_metrics
@@ -237,8 +237,8 @@ def resolve_baseline(runs, baseline: str | None) -> str:
     return baseline
 
 
-def table(runs, baseline: str, step: int | None, metric: Metric = LOSS):
-    """The table as markdown lines, footer included."""
+def table(runs, baseline: str, step: int | None, metric: Metric = LOSS, prices: dict | None = None):
+    """The table as markdown lines, at equal steps, then at equal FLOPs and equal time; footer included."""
     check_metric(runs, metric)
     common = sorted(set.intersection(*(set(r.evals) for r in runs)))
     if step is None:
@@ -247,18 +247,27 @@ def table(runs, baseline: str, step: int | None, metric: Metric = LOSS):
         step = common[-1]
     elif step not in common:
         raise CompareError(f"step {step} is not evaluated in every run: common evaluation steps are {common[-5:]} ...")
-    arms = arms_of(runs)
     bad = [r.name for r in runs if not math.isfinite(r.evals[step][metric.key])]
     if bad:
         raise CompareError(
             f"{', '.join(bad)} has a non-finite {metric.column} at step {step}: leave it out, or pass --step"
         )
-    values = {a: [r.evals[step][metric.key] for r in rs] for a, rs in arms.items()}
     lines = [
         f"{metric.name} at step {step}; improvement over {baseline} ({'relative' if metric.relative else 'in points'}"
         f"; positive: {metric.better}), its 95 % interval and t-test p (paired by seed where both arms ran the "
         "same seeds, else Welch), and p adjusted for the arms compared (Holm)",
         "",
+        *rows(runs, baseline, step, metric),
+        *equal_cost_tables(runs, baseline, step, metric, prices),
+    ]
+    return lines + ["", fingerprint_report(runs)]
+
+
+def rows(runs, baseline: str, step: int, metric: Metric) -> list[str]:
+    """The table's header and one row per arm at step, best first."""
+    arms = arms_of(runs)
+    values = {a: [r.evals[step][metric.key] for r in rs] for a, rs in arms.items()}
+    lines = [
         f"| arm | non-emb. params | {metric.column} | runs | vs baseline | 95 % interval | p | p (Holm) "
         "| tokens seen |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -274,11 +283,38 @@ def table(runs, baseline: str, step: int | None, metric: Metric = LOSS):
         ci = f"[{metric.gain(interval[0])}, {metric.gain(interval[1])}]" if interval else "—"
         n = rs[0].non_embedding_params()
         holm_p = "—" if adjusted.get(arm) is None else f"{adjusted[arm]:.3g}"
+        tokens = statistics.mean(r.evals[step].get("tokens") or 0 for r in rs)
         lines.append(
             f"| {arm} | {'—' if n is None else f'{n / 1e6:.2f}M'} | {shown} | {len(vals)} | {metric.gain(gain)} | {ci} "
-            f"| {'—' if p is None else f'{p:.3g} ({kind})'} | {holm_p} | {rs[0].evals[step].get('tokens') or 0:,} |"
+            f"| {'—' if p is None else f'{p:.3g} ({kind})'} | {holm_p} | {tokens:,.0f} |"
         )
-    return lines + ["", fingerprint_report(runs)]
+    return lines
+
+
+def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: dict | None) -> list[str]:
+    """The table again at equal training FLOPs and at equal training time (nlq/comparison/cost.py): each run
+    read where it had spent what the cheapest run had spent by step; an axis some run cannot give is named."""
+    per_token = cost.per_token(runs, baseline, prices)
+    keys = list(dict.fromkeys([metric.key, "val_loss"]))
+    lines = []
+    for axis, costs in per_token.items():
+        title, unit = cost.AXES[axis]
+        budget, read = cost.at_equal_cost(runs, step, costs, keys)
+        stand_ins = [Run(r.name, r.config, [{"step": step, **read[r.name]}]) for r in runs]
+        priced = (
+            " (priced by --prices: each arm's step at its ratio to linear's)" if axis == "seconds" and prices else ""
+        )
+        lines += [
+            "",
+            f"At {title}: each run read where it had spent {budget:.3g} {unit}{priced}, the least any run had spent "
+            f"by step {step}; linear between evaluations (tokens seen: where each was read)",
+            "",
+            *rows(stand_ins, baseline, step, metric),
+        ]
+    missing = [cost.AXES[a][0] for a in cost.AXES if a not in per_token]
+    if missing:
+        lines += ["", f"Not at {' or '.join(missing)}: some run lacks it (no step times logged, or no model config)"]
+    return lines
 
 
 def check_metric(runs, metric: Metric) -> None:
@@ -375,12 +411,15 @@ def improvement_panel(ax, runs, baseline: str, colors: dict, metric: Metric = LO
     ax.legend(fontsize=8, loc="lower left")
 
 
-def tuned(runs, keys, baseline: str, metric: Metric = LOSS, png=None, md=None, json_path=None) -> None:
-    """The two-stage comparison (nlq/comparison/tuning.py): its table, and its JSON and figure where asked."""
+def tuned(runs, keys, baseline: str, metric: Metric = LOSS, png=None, md=None, json_path=None, prices=None) -> None:
+    """The two-stage comparison (nlq/comparison/tuning.py): its table (stage 2 also at equal FLOPs and time),
+    and its JSON and figure where asked."""
     check_metric(runs, metric)
     result = tuning.report(runs, keys, baseline, metric)
     result["batches"] = fingerprint_report(runs)  # every run of both stages on the same batches, step by step
-    lines = [*tuning.markdown(result), "", result["batches"]]
+    fresh = [r for r in runs if tuning.stage_of(r) == "report"]
+    costs = equal_cost_tables(fresh, baseline, result["step"], metric, prices)
+    lines = [*tuning.markdown(result), *costs, "", result["batches"]]
     print("\n".join(lines))
     if md:
         atomic_write_text(md, "\n".join(lines) + "\n")
@@ -420,16 +459,20 @@ def read_runs(patterns=(), wandb_path=None, group=None, references=()) -> list:
     return runs + [Run.from_official(spec) for spec in references]
 
 
-def compare(runs, baseline=None, step=None, metric="val_loss", tune=None, png=None, md=None, json_path=None) -> None:
+def compare(
+    runs, baseline=None, step=None, metric="val_loss", tune=None, png=None, md=None, json_path=None, prices=None
+) -> None:
     """The table (printed, and written to md), the figure (png) and, with tune (a two-stage comparison over
-    those grid keys, comma-separated), its JSON, of runs against the baseline arm."""
+    those grid keys, comma-separated), its JSON, of runs against the baseline arm; prices: cost.read_prices's,
+    for the table at equal time."""
     if not runs:
         raise CompareError("no runs given: name out_dirs, or --wandb ENTITY/PROJECT --group GROUP")
     baseline = resolve_baseline(runs, baseline)
     metric = METRICS[metric]
     if tune:
-        return tuned(runs, [k.strip() for k in tune.split(",") if k.strip()], baseline, metric, png, md, json_path)
-    lines = table(runs, baseline, step, metric)
+        keys = [k.strip() for k in tune.split(",") if k.strip()]
+        return tuned(runs, keys, baseline, metric, png, md, json_path, prices)
+    lines = table(runs, baseline, step, metric, prices)
     print("\n".join(lines))
     if md:
         atomic_write_text(md, "\n".join(lines) + "\n")

@@ -12,7 +12,7 @@ from model import GPTConfig
 from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
 from nlq.common.errors import UserError
 from nlq.common.figures import check_figure_path
-from nlq.comparison import screening, sweep
+from nlq.comparison import cost, screening, sweep
 from nlq.comparison.compare import Run
 from nlq.comparison.screening import ACCURACY
 from nlq.data.examples import rescore_floor, write_task
@@ -42,6 +42,9 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     sweep.add_run_options(p)
     p.set_defaults(jobs=None)  # two side by side on a CPU machine (docs/screening.md); one per GPU or job otherwise
     p.add_argument("--tokens_per_s", type=float, default=TOKENS_PER_SECOND, help="one run's speed, for estimates")
+    p.add_argument(
+        "--prices", metavar="JSON", help="time each arm's step at a bench.py or gpu_check.py report's ratios"
+    )
     return p
 
 
@@ -59,6 +62,7 @@ def screen(args, extra) -> None:
         raise UserError(f"--tokens_per_s={args.tokens_per_s:g}: give one run's speed, a number above 0")
     settings, rates = chosen_settings(args)
     screening.check_settings(settings)
+    prices = {"file": args.prices, "ratios": cost.read_prices(args.prices)} if args.prices else None
     grid = args.grid or [f"learning_rate={rates}"]
     keys, points = sweep.grid_points(grid, extra)
     tune_seeds, seeds = sweep.seed_list("--tune_seeds", args.tune_seeds), sweep.seed_list("--seeds", args.seeds)
@@ -279,16 +283,18 @@ def seq_len(settings, name: str) -> int:
     return next(s.settings["seq_len"] for s in settings if s.name == name)
 
 
-def write_report(settings, runs, keys, data, out_root: Path, args, started: float) -> None:
+def write_report(settings, runs, keys, data, out_root: Path, args, started: float, prices=None) -> None:
     baseline = sweep.arm_names(args.arms)[0]
     by_setting = {s.name: [Run.from_dir(r.out_dir) for r in runs if r.out_dir.parent == out_root / s.name]
                   for s in settings}  # fmt: skip
     results = {}
     for s in settings:
         floor = json.loads((data[s.name] / "meta.json").read_text())["floor"]
-        results[s.name] = screening.setting_report(by_setting[s.name], keys, baseline, floor)
+        ratios = prices["ratios"] if prices else None
+        results[s.name] = screening.setting_report(by_setting[s.name], keys, baseline, floor, ratios)
     report = {
         "baseline": baseline,
+        "prices": prices,
         "keys": keys,
         "settings": results,
         "tasks": {s.name: {"task": s.task, "settings": s.settings, "axis": list(s.axis)} for s in settings},

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from nlq.common.errors import UserError
-from nlq.comparison import tuning
+from nlq.comparison import cost, tuning
 from nlq.comparison.stats import METRICS, Metric, holm, versus_baseline
 from nlq.data.tasks import TaskError, generate
 from nlq.eval.accuracy import midpoint, tokens_to_reach
@@ -34,6 +34,11 @@ class ScreenError(UserError):
 
 ACCURACY = METRICS["val_acc"]
 TOKENS = Metric("tokens_to_midpoint", False, True, "tokens to the midpoint accuracy", "tokens to midpoint")
+TO_MIDPOINT = {  # the cost of reaching the midpoint, per axis of nlq/comparison/cost.py (tokens: the unit)
+    "tokens": TOKENS,
+    "flops": Metric("flops_to_midpoint", False, True, "training FLOPs to the midpoint accuracy", "FLOPs to midpoint"),
+    "seconds": Metric("seconds_to_midpoint", False, True, "training time to the midpoint accuracy", "time to midpoint"),
+}
 ABOVE_FLOOR = 0.25  # informative: the baseline at least this far of the way from the floor to 100 %
 SATURATED = 0.995  # ... and below this accuracy
 EVALUATIONS = 16  # per run: the learning curve's points
@@ -228,22 +233,30 @@ def adjust(arms: dict, key: str, baseline: str) -> None:
         r[key]["p_holm"] = adjusted.get(arm)
 
 
-def setting_report(runs, keys, baseline: str, floor: dict) -> dict:
+def setting_report(runs, keys, baseline: str, floor: dict, prices: dict | None = None) -> dict:
     """One setting's two-stage comparison by accuracy (tuning.report's dict), with its floor, whether it is
-    informative, and each arm's tokens to the midpoint against the baseline's, paired by seed."""
+    informative, and each arm's tokens, training FLOPs and seconds to the midpoint (cost.per_token; prices:
+    cost.read_prices's) against the baseline's, paired by seed."""
     result = tuning.report(runs, keys, baseline, ACCURACY)
     base_acc = result["arms"][baseline]["val_acc_mean"]
     result |= {"floor": floor, "midpoint": midpoint(floor["token"])}
     result["informative"] = floor["token"] + ABOVE_FLOOR * (1 - floor["token"]) <= base_acc < SATURATED
-    arms = tuning.by_arm(by_stage(runs)[1])
-    reach = {arm: [(r.seed, *tokens_to_midpoint(r, floor["token"])) for r in rs] for arm, rs in arms.items()}
-    stand_in = {arm: [one(seed, tokens) for seed, tokens, _ in rows] for arm, rows in reach.items()}
-    for arm, rows in reach.items():
-        entry = compared(stand_in[arm], stand_in[baseline], TOKENS, arm == baseline)
-        entry |= {"values": [tokens for _, tokens, _ in rows], "reached": sum(ok for *_, ok in rows)}
-        result["arms"][arm]["tokens_to_midpoint"] = entry
-        result["arms"][arm]["curves"] = {r.seed: curve(r) for r in arms[arm]}
-    adjust(result["arms"], "tokens_to_midpoint", baseline)
+    fresh = by_stage(runs)[1]
+    arms = tuning.by_arm(fresh)
+    scale = {"tokens": {r.name: 1.0 for r in fresh}, **cost.per_token(fresh, baseline, prices)}
+    result["cost_axes"] = list(scale)
+    reach = {arm: [(r.seed, *tokens_to_midpoint(r, floor["token"]), r.name) for r in rs] for arm, rs in arms.items()}
+    for axis, metric in TO_MIDPOINT.items():
+        if axis not in scale:
+            continue
+        stand_in = {arm: [one(s, t * scale[axis][n], metric.key) for s, t, _, n in rows] for arm, rows in reach.items()}
+        for arm, rows in reach.items():
+            entry = compared(stand_in[arm], stand_in[baseline], metric, arm == baseline)
+            entry |= {"values": [r.evals[0][metric.key] for r in stand_in[arm]], "seeds": [s for s, *_ in rows]}
+            result["arms"][arm][metric.key] = entry | {"reached": sum(ok for _, _, ok, _ in rows)}
+        adjust(result["arms"], metric.key, baseline)
+    for arm, rs in arms.items():
+        result["arms"][arm]["curves"] = {r.seed: curve(r) for r in rs}
     return result
 
 
@@ -272,32 +285,38 @@ def wanting_seeds(result: dict, baseline: str) -> list[str]:
 
 def overall(results: dict, runs_by_setting: dict, baseline: str) -> dict:
     """Per arm over the informative settings (all of them if none is): per seed its accuracy averaged over
-    the settings and its tokens to the midpoint averaged geometrically, against the baseline's, paired by
-    seed; Holm over the arms."""
+    the settings and its tokens (FLOPs, seconds) to the midpoint averaged geometrically, against the
+    baseline's, paired by seed; Holm over the arms. An arm enters with the seeds it ran in every setting."""
     chosen = [n for n, r in results.items() if r["informative"]] or list(results)
-    seeds = {}  # arm -> seed -> [(accuracy, log tokens)] one per setting
+    axes = [a for a in TO_MIDPOINT if all(a in results[n]["cost_axes"] for n in chosen)]
+    seeds = {}  # arm -> seed -> {key: [value per setting]}
     for name in chosen:
-        floor, step = results[name]["floor"]["token"], results[name]["step"]
+        step = results[name]["step"]
         for r in by_stage(runs_by_setting[name])[1]:
-            value = (r.evals[step]["val_acc"], math.log(max(tokens_to_midpoint(r, floor)[0], 1.0)))
-            seeds.setdefault(r.arm, {}).setdefault(r.seed, []).append(value)
-    arms = {a: d for a, d in seeds.items() if all(len(v) == len(chosen) for v in d.values())}
-    acc = {a: [one(s, statistics.mean(x for x, _ in v), ACCURACY.key) for s, v in d.items()] for a, d in arms.items()}
-    tok = {a: [one(s, math.exp(statistics.mean(t for _, t in v))) for s, v in d.items()] for a, d in arms.items()}
-    out = {"settings": chosen, "arms": {}}
-    for arm in arms:
-        out["arms"][arm] = {
-            "accuracy": compared(acc[arm], acc[baseline], ACCURACY, arm == baseline),
-            "tokens_to_midpoint": compared(tok[arm], tok[baseline], TOKENS, arm == baseline),
-        }
-    for key in ("accuracy", "tokens_to_midpoint"):
-        adjust(out["arms"], key, baseline)
+            seeds.setdefault(r.arm, {}).setdefault(r.seed, {}).setdefault(ACCURACY.key, []).append(
+                r.evals[step]["val_acc"]
+            )
+        for arm, entry in results[name]["arms"].items():
+            for axis in axes:
+                key = TO_MIDPOINT[axis].key
+                for seed, value in zip(entry[key]["seeds"], entry[key]["values"]):
+                    seeds[arm][seed].setdefault(key, []).append(math.log(max(value, 1e-300)))
+    whole = {a: {s: v for s, v in d.items() if len(v[ACCURACY.key]) == len(chosen)} for a, d in seeds.items()}
+    out = {"settings": chosen, "cost_axes": axes, "arms": {}}
+    mean = {ACCURACY.key: statistics.mean} | {TO_MIDPOINT[a].key: lambda v: math.exp(statistics.mean(v)) for a in axes}
+    for key, average in mean.items():
+        per = {a: [one(s, average(v[key]), key) for s, v in d.items()] for a, d in whole.items() if d}
+        metric = ACCURACY if key == ACCURACY.key else next(m for m in TO_MIDPOINT.values() if m.key == key)
+        for arm in per:
+            entry = compared(per[arm], per[baseline], metric, arm == baseline)
+            out["arms"].setdefault(arm, {})["accuracy" if metric is ACCURACY else key] = entry
+        adjust(out["arms"], "accuracy" if metric is ACCURACY else key, baseline)
     return out
 
 
 def cell(entry: dict, metric: Metric) -> str:
     """'mean (improvement [interval], p Holm)' of a compared() entry."""
-    value = f"{entry['mean']:.4f}" if metric is ACCURACY else tokens_text(entry["mean"])
+    value = amount(entry["mean"], metric)
     if entry["interval"] is None:
         return value
     low, high = (metric.gain(x) for x in entry["interval"])
@@ -307,6 +326,19 @@ def cell(entry: dict, metric: Metric) -> str:
 
 def tokens_text(n: float) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n:,.0f}"
+
+
+def amount(value: float, metric: Metric) -> str:
+    """An accuracy, tokens, FLOPs or seconds as the tables print them."""
+    if metric is ACCURACY:
+        return f"{value:.4f}"
+    if metric is TO_MIDPOINT["flops"]:
+        return f"{value:.3g}"
+    return f"{value:,.0f} s" if metric is TO_MIDPOINT["seconds"] else tokens_text(value)
+
+
+def cost_metrics(axes) -> list[Metric]:
+    return [TO_MIDPOINT[a] for a in axes]
 
 
 def markdown(report: dict) -> list[str]:
@@ -320,14 +352,12 @@ def markdown(report: dict) -> list[str]:
         "## Overall",
         "",
         f"Over the informative settings ({', '.join(report['overall']['settings'])}): per seed, accuracy averaged "
-        "and tokens to the midpoint averaged geometrically over them; improvement over the tuned baseline (accuracy "
-        "in points, tokens relative: positive is sooner), 95 % interval, p adjusted over the arms (Holm).",
+        "and the cost of reaching the midpoint (tokens, training FLOPs, seconds) averaged geometrically over them; "
+        "improvement over the tuned baseline (accuracy in points, costs relative: positive is sooner), 95 % "
+        f"interval, p adjusted over the arms (Holm).{price_note(report)}",
         "",
-        "| arm | accuracy | tokens to midpoint |",
-        "|---|---|---|",
+        *cost_table(report["overall"]["arms"], report["overall"]["cost_axes"], with_accuracy=True),
     ]
-    for arm, r in sorted(report["overall"]["arms"].items()):
-        lines.append(f"| {arm} | {cell(r['accuracy'], ACCURACY)} | {cell(r['tokens_to_midpoint'], TOKENS)} |")
     for name, result in report["settings"].items():
         lines += ["", f"## {name}", "", *setting_lines(result, report["tasks"][name])]
     lines += ["", "## Budget", "", *budget_lines(report["budget"])]
@@ -343,13 +373,30 @@ def setting_lines(result: dict, task: dict) -> list[str]:
         "",
         *tuning.markdown(result),
         "",
-        "| arm | tokens to midpoint (reached / runs) |",
-        "|---|---|",
+        *cost_table(result["arms"], result["cost_axes"]),
     ]
-    for arm, r in sorted(result["arms"].items()):
-        t = r["tokens_to_midpoint"]
-        lines.append(f"| {arm} | {cell(t, TOKENS)} ({t['reached']} / {len(t['values'])}) |")
     return lines
+
+
+def cost_table(arms: dict, axes, with_accuracy=False) -> list[str]:
+    """One row per arm: its accuracy (overall) or how many of its runs reached the midpoint (a setting), and
+    its tokens, FLOPs and seconds to the midpoint, each against the baseline's."""
+    metrics = cost_metrics(axes)
+    first = "accuracy" if with_accuracy else "reached / runs"
+    lines = ["| arm | " + " | ".join([first, *(m.column for m in metrics)]) + " |", "|---" * (len(metrics) + 2) + "|"]
+    for arm, r in sorted(arms.items()):
+        t = r[TOKENS.key]
+        lead = cell(r["accuracy"], ACCURACY) if with_accuracy else f"{t['reached']} / {len(t['values'])}"
+        lines.append(f"| {arm} | {lead} | " + " | ".join(cell(r[m.key], m) for m in metrics) + " |")
+    return lines
+
+
+def price_note(report: dict) -> str:
+    prices = report.get("prices")
+    if not prices:
+        return " Seconds: each run's own logged step times."
+    shown = ", ".join(f"{a} {v:.3f}" for a, v in sorted(prices["ratios"].items()))
+    return f" Seconds: the baseline's own step times, each arm's step priced by {prices['file']} ({shown} x linear's)."
 
 
 def json_settings(settings: dict) -> str:

@@ -21,7 +21,7 @@ from model import GPTConfig
 from nlq.common.errors import UserError
 from nlq.common.eta import format_eta
 from nlq.common.repo import ROOT
-from nlq.comparison import cluster, compare, tuning
+from nlq.comparison import cluster, compare, cost, tuning
 from nlq.comparison.stats import LOSS, METRICS, Metric
 from nlq.run import checkpoint
 from nlq.run.config import TrainConfig
@@ -358,6 +358,9 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--png", help="the comparison figure (default: OUT_ROOT/compare.png; '' for none)")
     p.add_argument("--md", help="also write the comparison table to this markdown file")
     p.add_argument("--json", help="with --grid: also write the result as JSON here")
+    p.add_argument(
+        "--prices", metavar="JSON", help="time each arm's step at a bench.py or gpu_check.py report's ratios"
+    )
     return p
 
 
@@ -391,6 +394,7 @@ def sweep(args, extra) -> None:
     if args.tune_iters is not None and args.tune_iters < 1:
         raise UserError(f"--tune_iters={args.tune_iters}: give stage 1's number of steps, at least 1")
     check_outputs(args)
+    args.price_list = cost.read_prices(args.prices) if args.prices else None
     check_executor(args)
     check_metric(args, extra)
     seeds = seed_list("--seeds", args.seeds)
@@ -567,7 +571,8 @@ def check_arm_names(runs: list[Run], configs) -> None:
 
 def outputs(args) -> dict:
     """The comparison's figure (default: OUT_ROOT/compare.png; '': none) and table."""
-    return {"png": str(Path(args.out_root) / "compare.png") if args.png is None else args.png, "md": args.md}
+    png = str(Path(args.out_root) / "compare.png") if args.png is None else args.png
+    return {"png": png, "md": args.md, "prices": args.price_list}
 
 
 def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict]:

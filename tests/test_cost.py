@@ -1,0 +1,113 @@
+"""What a run's tokens cost (nlq/comparison/cost.py) and the comparisons at equal cost: a run read where it
+had spent a budget, on hand-made curves; measured and priced seconds per token; a report's step ratios in
+each of its layouts; compare's table at equal FLOPs and equal time against values computed here."""
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from helpers import error_of
+from scipy import stats
+
+from model import GPTConfig, training_flops_per_token
+from nlq.comparison import compare, cost
+from nlq.comparison.compare import Run
+
+SHARED_REPORT = Path(__file__).resolve().parents[2] / "shared" / "gpu" / "2026-12-04" / "gpu_check.json"
+MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 11}
+
+
+def run(name, arm, seed, curve, ms=None, **config):
+    """A run with evaluations (tokens, val_loss) and, where ms is given, step records of those times (100
+    tokens a step)."""
+    records = [{"step": t // 100, "val_loss": v, "tokens": t} for t, v in curve]
+    records += [{"step": s, "loss": 1.0, "ms": m, "tokens": (s + 1) * 100} for s, m in enumerate(ms or [])]
+    return Run(name, {"wandb_run_name": arm, "seed": seed, **MODEL, **config}, records)
+
+
+def test_a_run_is_read_where_it_had_spent_the_budget():
+    """A costs 2 a token, B 3: by the step compared (200 tokens) A spent 400 and B 600, so both are read at
+    400: A at its 200 tokens (2.0), B at 133.3 tokens, a third of the way from 2.5 (100) to 1.5 (200)."""
+    a = run("a", "base", 1, [(0, 4.0), (100, 3.0), (200, 2.0)])
+    b = run("b", "nlq", 1, [(0, 4.0), (100, 2.5), (200, 1.5)])
+    budget, read = cost.at_equal_cost([a, b], 2, {"a": 2.0, "b": 3.0}, ["val_loss"])
+    assert budget == 400
+    assert read["a"] == pytest.approx({"val_loss": 2.0, "tokens": 200})
+    assert read["b"] == pytest.approx({"val_loss": 2.5 - (1 / 3), "tokens": 400 / 3})
+
+
+def test_seconds_per_token_is_the_median_of_the_logged_steps_and_prices_scale_the_baselines():
+    base = run("b1", "base", 1, [(0, 4.0), (100, 3.0)], ms=[10, 30, 20])  # 0.1, 0.3, 0.2 ms a token
+    nlq = run("n1", "nlq", 1, [(0, 4.0), (100, 3.0)], ms=[50, 50, 50], query_mode="residual_gelu")
+    assert cost.measured_seconds_per_token(base) == pytest.approx(0.2e-3)
+    per = cost.per_token([base, nlq], "base")
+    assert per["seconds"] == pytest.approx({"b1": 0.2e-3, "n1": 0.5e-3})
+    assert per["flops"]["n1"] == training_flops_per_token(GPTConfig(**MODEL, query_mode="residual_gelu"), 8)
+    # priced: the baseline's own 0.2 ms a token, times each arm's ratio to linear in the report
+    priced = cost.per_token([base, nlq], "base", {"linear": 1.0, "residual_gelu": 1.16})
+    assert priced["seconds"] == pytest.approx({"b1": 0.2e-3, "n1": 0.2e-3 * 1.16})
+    with pytest.raises(cost.CostError, match="the prices name no residual_gelu"):
+        cost.per_token([base, nlq], "base", {"linear": 1.0, "identity": 1.0})
+    assert "seconds" not in cost.per_token([base, run("x", "x", 1, [(0, 4.0), (100, 3.0)])], "base")
+
+
+def test_a_reports_step_ratios_in_each_layout(tmp_path):
+    """train.py's loop first, then the step costs, then bench.py's results (compiled before eager)."""
+    report = {
+        "steps": {
+            "probe": {"result": {"versions": {"torch": "2.11"}}},
+            "train_step": {"result": {"results": {"linear": {"train_step_s": {"median": 0.025}},
+                                                  "residual_gelu": {"train_step_s": {"median": 0.030}}}}},
+            "train_loop": {"result": {"linear": {"ms_per_step": 50.0}, "residual_gelu": {"ms_per_step": 58.0}}},
+            "other_arms": {"result": {"results": {"linear": {"train_step_s": {"median": 0.040}},
+                                                  "identity": {"train_step_s": {"median": 0.041}},
+                                                  "wide_mlp": {"train_step_s": {"median": 0.044}}}}},
+            "gpu_tests": {"result": None},
+        }
+    }  # fmt: skip
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    prices = cost.read_prices(tmp_path / "r.json")
+    assert prices == pytest.approx({"linear": 1.0, "residual_gelu": 58 / 50, "identity": 41 / 40, "wide_mlp": 1.1})
+    (tmp_path / "b.json").write_text(json.dumps(report["steps"]["other_arms"]["result"]))  # a bench.py JSON
+    assert cost.read_prices(tmp_path / "b.json")["wide_mlp"] == pytest.approx(1.1)
+    (tmp_path / "bad.json").write_text(json.dumps({"results": {"identity": {"train_step_s": {"median": 1}}}}))
+    with pytest.raises(cost.CostError, match="times no arm beside linear's step"):
+        cost.read_prices(tmp_path / "bad.json")
+    assert cost.priced_arm({"query_mode": "linear", "mlp_ratio": 4.75}) == "wide_mlp"
+
+
+@pytest.mark.skipif(not SHARED_REPORT.is_file(), reason="the H200 report lies beside the repository only here")
+def test_the_h200_reports_price_of_the_nonlinear_query_is_its_train_loop():
+    loop = json.loads(SHARED_REPORT.read_text())["steps"]["train_loop"]["result"]
+    ratio = loop["residual_gelu"]["ms_per_step"] / loop["linear"]["ms_per_step"]
+    assert cost.read_prices(SHARED_REPORT)["residual_gelu"] == pytest.approx(ratio) and 1.1 < ratio < 1.2
+
+
+def test_compares_table_at_equal_flops_and_time_from_values_computed_here():
+    """Two seeds an arm. nlq's steps take twice the baseline's time: at equal time it is read at half its
+    tokens. Its FLOPs per token are the model's own, so at equal FLOPs the baseline is read where it had spent
+    nlq's FLOPs at 200 tokens, or nlq where it had spent the baseline's, whichever is less."""
+    curve = {1: [(0, 4.0), (100, 3.0), (200, 2.6)], 2: [(0, 4.0), (100, 3.2), (200, 2.8)]}
+    nlq_curve = {1: [(0, 4.0), (100, 2.9), (200, 2.5)], 2: [(0, 4.0), (100, 3.0), (200, 2.6)]}
+    runs = [run(f"b{s}", "baseline", s, c, ms=[10, 10]) for s, c in curve.items()]
+    runs += [run(f"n{s}", "nlq", s, c, ms=[20, 20], query_mode="residual_gelu") for s, c in nlq_curve.items()]
+    lines = compare.table(runs, "baseline", 2)
+    time_at = lines.index(next(line for line in lines if line.startswith("At equal training time")))
+    row = next(line for line in lines[time_at:] if line.startswith("| nlq |"))
+    base_vals, nlq_vals = [2.6, 2.8], [2.9, 3.0]  # nlq read at 100 tokens, the baseline at its 200
+    gain = (statistics.mean(base_vals) - statistics.mean(nlq_vals)) / statistics.mean(base_vals)
+    p = stats.ttest_rel(base_vals, nlq_vals).pvalue
+    assert f"| {gain:+.2%} |" in row and f"| {p:.3g} (paired) |" in row and "| 100 |" in row
+    assert "spent 0.02 seconds" in lines[time_at]  # 200 tokens at 0.1 ms a token, the least spent by step 2
+    flops = {arm: training_flops_per_token(GPTConfig(**MODEL, query_mode=q), 8) for arm, q in
+             (("baseline", "linear"), ("nlq", "residual_gelu"))}  # fmt: skip
+    budget = 200 * min(flops.values())
+    assert any(line.startswith(f"At equal training FLOPs: each run read where it had spent {budget:.3g} FLOPs")
+               for line in lines)  # fmt: skip
+
+
+def test_compare_refuses_a_prices_file_that_is_not_a_report(tmp_path):
+    (tmp_path / "p.json").write_text("[1, 2]")
+    message = error_of([str(tmp_path), f"--prices={tmp_path / 'p.json'}"], main=__import__("helpers").compare_main)
+    assert "times no arm beside linear's step" in message
