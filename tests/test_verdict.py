@@ -120,6 +120,9 @@ def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
     assert len(key["items"]) == result["review"]["items"] >= 2 and (out / "review.html").stat().st_size > 0
     for name in ("report.md", "curves.png"):
         assert (out / name).stat().st_size > 0
+    report_md = (out / "report.md").read_text()  # beside equal steps, at equal FLOPs (12 steps log no step time)
+    assert "At equal training FLOPs: each run read where" in report_md
+    assert "Not at equal training time: some run lacks it" in report_md
     # the reviewer's answers: A for every item; the tally unblinds them through the key
     choices = tmp_path / "choices.json"
     choices.write_text(json.dumps({"review": key["review"], "answers": dict.fromkeys(key["items"], "A")}))

@@ -108,7 +108,7 @@ def screen(args, extra) -> None:
     for target in screening.seed_rounds(len(seeds), len(fresh)):
         asked = seeds + fresh[: target - len(seeds)]
         stage2 += more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys)
-    write_report(settings, stage1 + stage2, keys, data, out_root, args, started)
+    write_report(settings, stage1 + stage2, keys, data, out_root, args, started, prices)
 
 
 def same_screen(out_root: Path, settings, args, grid, extra) -> dict:

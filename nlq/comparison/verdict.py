@@ -15,8 +15,8 @@ from nlq.common.atomic import atomic_write_json, atomic_write_text
 from nlq.common.errors import UserError
 from nlq.common.repo import ROOT
 from nlq.comparison import sweep, tuning
-from nlq.comparison.compare import Run, arms_of, fingerprint_report, plot
-from nlq.comparison.stats import versus_baseline
+from nlq.comparison.compare import Run, arms_of, equal_cost_tables, fingerprint_report, plot
+from nlq.comparison.stats import LOSS, versus_baseline
 from nlq.data import documents
 from nlq.data.dataset import load_meta, open_split
 from nlq.data.tokenizer import codec, tokenizer_vocab
@@ -227,7 +227,9 @@ def losses(results: dict, baseline: str) -> dict:
             arms[arm] |= {"interval": list(interval) if interval else None}
     for r in arms.values():
         r["perplexity"] = float(np.exp(r["val_loss_mean"]))
-    return {"arms": arms, "tuned": table, "batches": fingerprint_report(runs)}
+    step = min(r.config["max_iters"] for r in runs)
+    equal_cost = equal_cost_tables(runs, baseline, step, LOSS, None)  # FLOPs, and the seconds each run took here
+    return {"arms": arms, "tuned": table, "equal_cost": equal_cost, "batches": fingerprint_report(runs)}
 
 
 def first_runs(results: dict) -> dict:
@@ -362,7 +364,8 @@ def markdown(result: dict, args) -> list[str]:
                 f"| {arm} | {r['val_loss_mean']:.4f}{std} | {r['perplexity']:.2f} | {r['n']} "
                 f"| {r['improvement']:+.2%} | {ci} | {p} |"
             )
-    lines += ["", loss["batches"], "", "Curves: curves.png.", "", "## Inference latency on this machine", ""]
+    lines += [*loss["equal_cost"], "", loss["batches"], "", "Curves: curves.png."]
+    lines += ["", "## Inference latency on this machine", ""]
     lines += [
         f"Batch 1, a prompt of {timing['prompt']} tokens then {timing['new_tokens']} tokens decoded with the KV cache, "
         f"{timing['dtype'].removeprefix('torch.')} on {timing['device']} ({timing['threads']} threads); median "
