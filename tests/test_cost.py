@@ -44,9 +44,9 @@ def test_seconds_per_token_is_the_median_of_the_logged_steps_and_prices_scale_th
     per = cost.per_token([base, nlq], "base")
     assert per["seconds"] == pytest.approx({"b1": 0.2e-3, "n1": 0.5e-3})
     assert per["flops"]["n1"] == training_flops_per_token(GPTConfig(**MODEL, query_mode="residual_gelu"), 8)
-    # priced: the baseline's own 0.2 ms a token, times each arm's ratio to linear in the report
-    priced = cost.per_token([base, nlq], "base", {"linear": 1.0, "residual_gelu": 1.16})
-    assert priced["seconds"] == pytest.approx({"b1": 0.2e-3, "n1": 0.2e-3 * 1.16})
+    # priced: a baseline token costs 1, an arm's its step's ratio to the baseline arm's in the report
+    priced = cost.per_token([base, nlq], "base", {"linear": 1.1, "residual_gelu": 1.1 * 1.16})
+    assert priced["priced"] == pytest.approx({"b1": 1.0, "n1": 1.16}) and priced["seconds"] == per["seconds"]
     with pytest.raises(cost.CostError, match="the prices name no residual_gelu"):
         cost.per_token([base, nlq], "base", {"linear": 1.0, "identity": 1.0})
     assert "seconds" not in cost.per_token([base, run("x", "x", 1, [(0, 4.0), (100, 3.0)])], "base")
@@ -74,7 +74,11 @@ def test_a_reports_step_ratios_in_each_layout(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"results": {"identity": {"train_step_s": {"median": 1}}}}))
     with pytest.raises(cost.CostError, match="times no arm beside linear's step"):
         cost.read_prices(tmp_path / "bad.json")
-    assert cost.priced_arm({"query_mode": "linear", "mlp_ratio": 4.75}) == "wide_mlp"
+    wide = run("w", "wide", 1, [(0, 4.0)], query_mode="linear", mlp_ratio=4.75)
+    assert (
+        cost.priced_arm(wide, prices) == "wide_mlp"
+        and cost.priced_arm(run("r", "identity", 1, [(0, 4.0)]), prices) == "identity"
+    )
 
 
 @pytest.mark.skipif(not SHARED_REPORT.is_file(), reason="the H200 report lies beside the repository only here")

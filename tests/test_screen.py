@@ -69,8 +69,8 @@ def timed(r, ms):
 
 def test_flops_and_seconds_to_the_midpoint_are_its_tokens_at_each_arms_cost():
     """hand_made's tokens to the midpoint (base 250, 150; nlq 150, 50) at 0.1 ms a token for base and 0.3
-    for nlq: seconds 0.025, 0.015 against 0.045, 0.015; priced instead (base's own 0.1 ms a token, nlq's step
-    1.5 x linear's): 0.0225, 0.0075. FLOPs: the model's own count per token, the same for both (one config)."""
+    for nlq: seconds 0.025, 0.015 against 0.045, 0.015; priced (nlq's step 1.5 x linear's): 225, 75 base
+    token-times. FLOPs: the model's own count per token, the same for both (one config)."""
     runs = [timed(r, 10 if r.arm == "base" else 30) for r in hand_made()]
     result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
     base, nlq = result["arms"]["base"]["seconds_to_midpoint"], result["arms"]["nlq"]["seconds_to_midpoint"]
@@ -81,8 +81,8 @@ def test_flops_and_seconds_to_the_midpoint_are_its_tokens_at_each_arms_cost():
     for r in runs:
         r.config = r.config | ({"query_mode": "residual_gelu"} if r.arm == "nlq" else {})
     priced = screening.setting_report(runs, ["learning_rate"], "base", FLOOR, {"linear": 1.0, "residual_gelu": 1.5})
-    assert priced["arms"]["nlq"]["seconds_to_midpoint"]["values"] == pytest.approx([0.0225, 0.0075])
-    assert priced["arms"]["nlq"]["seconds_to_midpoint"]["improvement"] == pytest.approx((0.02 - 0.015) / 0.02)
+    assert priced["arms"]["nlq"]["priced_to_midpoint"]["values"] == pytest.approx([225, 75])
+    assert priced["arms"]["nlq"]["priced_to_midpoint"]["improvement"] == pytest.approx((200 - 150) / 200)
     lines = screening.setting_lines(result, {"task": "mqar", "settings": {}})
     assert "| arm | reached / runs | tokens to midpoint | FLOPs to midpoint | time to midpoint |" in lines
 

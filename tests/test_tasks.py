@@ -196,6 +196,41 @@ def test_a_mad_lab_directory_without_meta_is_read_as_is(tmp_path):
     assert data.meta["vocab_size"] == 8 and data.seq_len == 6
 
 
+def mad_lab_memory_dataset(path):
+    """MAD-Lab's MemoryDataset on disk: 16 examples of length 6, ids up to 7, position 3 scored."""
+    x = np.tile(np.array([[1, 5, 2, 6, 1, 5], [2, 7, 2, 7, 3, 4]]), (8, 1))
+    y = np.full_like(x, -100)
+    y[:, 3] = x[:, 3]
+    for split in ("train", "test"):
+        (path / split).mkdir(parents=True)
+        np.save(path / split / "inputs.npy", x)
+        np.save(path / split / "targets.npy", y)
+    return path
+
+
+def test_a_run_on_mad_labs_data_takes_its_vocabulary_and_length_from_the_data(tmp_path, capsys):
+    """Without meta.json and without vocab_size or block_size set, the model is sized to the data (8 ids, 6
+    positions) and the run says so; set, they are kept."""
+    data = mad_lab_memory_dataset(tmp_path / "mad")
+    unset = [a for a in tiny_args(data, tmp_path / "r") if not a.startswith(("--vocab_size", "--block_size"))]
+    train_main([*unset, "--max_iters=2", "--lr_decay_iters=2", "--eval_interval=2"])
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert (config["vocab_size"], config["block_size"]) == (8, 6)
+    assert "has no meta.json (MAD-Lab's layout): vocab_size=8 and block_size=6 from its data" in capsys.readouterr().out
+    train_main([*unset, "--vocab_size=16", "--max_iters=2", "--lr_decay_iters=2", "--eval_interval=2",
+                f"--out_dir={tmp_path / 'r2'}"])  # fmt: skip
+    config = json.loads((tmp_path / "r2" / "config.json").read_text())
+    assert (config["vocab_size"], config["block_size"]) == (16, 6)
+
+
+def test_mad_labs_disk_dataset_layout_is_named_in_its_refusal(tmp_path):
+    (tmp_path / "disk" / "train").mkdir(parents=True)
+    (tmp_path / "disk" / "train" / "data_idx.csv").write_text(",doc_idx,doc_path\n")
+    message = error_of(tiny_args(tmp_path / "disk", tmp_path / "r"))
+    assert "is in MAD-Lab's DiskDataset layout (text documents and data_idx.csv)" in message
+    assert "MemoryDataset" in message and not (tmp_path / "r").exists()
+
+
 def test_a_training_split_with_one_example_that_scores_nothing_is_refused_in_one_line(tmp_path):
     """Two training examples score a position, the third none (all -100): that row would give no loss (0 / 0),
     so the split is refused, naming the fix; the same rows with a target in each are read."""

@@ -1,9 +1,9 @@
 """What a run's training tokens cost, so that arms can be compared at equal cost as well as at equal steps:
-training FLOPs (the model's own count per token, model.training_flops_per_token: exact) and seconds. Seconds
-are measured on the machine that ran the run (the median of its logged step times), or priced by a report the
-user names (--prices: a bench.py or gpu_check.py JSON, e.g. the H200's): there each arm's step costs its
-measured ratio to linear's step, in units of the baseline's own measured seconds, so that a CPU's runs can be
-read at a GPU's relative prices.
+training FLOPs (the model's own count per token, model.training_flops_per_token: exact); seconds, measured on
+the machine that ran the run (the median of its logged step times); and, with a report the user names
+(--prices: a bench.py or gpu_check.py JSON, e.g. the H200's), time at that report's prices: each arm's step
+costs its measured ratio to linear's step, counted in the baseline's token-times (a token of the baseline
+costs 1), so that a CPU's runs, or the paper's released logs, can be read at a GPU's relative prices.
 
 At equal cost, each run is read where it had spent the budget: the least any run had spent by the step
 compared, its metric linear between evaluations. The arm whose step costs more is read at an earlier step of
@@ -22,6 +22,7 @@ from nlq.common.errors import UserError
 AXES = {  # axis: (what a table calls it, its unit in a sentence)
     "flops": ("equal training FLOPs", "FLOPs"),
     "seconds": ("equal training time", "seconds"),
+    "priced": ("equal time at the prices' step ratios", "baseline token-times"),
 }
 
 
@@ -29,10 +30,13 @@ class CostError(UserError):
     """A cost that cannot be known: the line says what is missing."""
 
 
-def priced_arm(config: dict) -> str:
-    """The name a bench report gives a run's arm: its query mode, or wide_mlp (linear with the paper's wide MLP)."""
-    mode = config.get("query_mode", "linear")
-    return "wide_mlp" if mode == "linear" and config.get("mlp_ratio") == WIDE_MLP_RATIO else mode
+def priced_arm(run, prices: dict) -> str:
+    """The name a report prices a run's arm by: the arm's own name where the report has it (an official run
+    labelled so: --reference=DIR:residual_gelu), else its query mode, or wide_mlp (linear, the wide MLP)."""
+    if run.arm in prices:
+        return run.arm
+    mode = run.config.get("query_mode", "linear")
+    return "wide_mlp" if mode == "linear" and run.config.get("mlp_ratio") == WIDE_MLP_RATIO else mode
 
 
 def read_prices(path) -> dict:
@@ -91,22 +95,19 @@ def measured_seconds_per_token(run) -> float | None:
 
 
 def per_token(runs, baseline: str, prices: dict | None = None) -> dict:
-    """{axis: {run name: its cost per token}} for every axis every run has: FLOPs; seconds as measured, or
-    with prices, the baseline arm's measured seconds per token times the run's arm's price over the
-    baseline's."""
-    out = {"flops": {r.name: flops_per_token(r) for r in runs}}
-    measured = {r.name: measured_seconds_per_token(r) for r in runs}
-    if prices is None:
-        out["seconds"] = measured
-    else:
-        base = [measured[r.name] for r in runs if r.arm == baseline and measured[r.name]]
-        arms = {r.name: priced_arm(r.config) for r in runs}
+    """{axis: {run name: its cost per token}} for every axis every run has: FLOPs; seconds as measured; with
+    prices, the run's arm's price over the baseline arm's."""
+    out = {
+        "flops": {r.name: flops_per_token(r) for r in runs},
+        "seconds": {r.name: measured_seconds_per_token(r) for r in runs},
+    }
+    if prices is not None:
+        arms = {r.name: priced_arm(r, prices) for r in runs}
         unpriced = sorted({a for a in arms.values() if a not in prices})
         if unpriced:
             raise CostError(f"the prices name no {', '.join(unpriced)}: price them, or leave --prices out")
-        base_arm = next(arms[r.name] for r in runs if r.arm == baseline)
-        unit = statistics.median(base) if base else None
-        out["seconds"] = {n: unit * prices[a] / prices[base_arm] if unit else None for n, a in arms.items()}
+        base = next(arms[r.name] for r in runs if r.arm == baseline)
+        out["priced"] = {name: prices[arm] / prices[base] for name, arm in arms.items()}
     return {axis: costs for axis, costs in out.items() if all(c is not None for c in costs.values())}
 
 

@@ -38,6 +38,9 @@ TO_MIDPOINT = {  # the cost of reaching the midpoint, per axis of nlq/comparison
     "tokens": TOKENS,
     "flops": Metric("flops_to_midpoint", False, True, "training FLOPs to the midpoint accuracy", "FLOPs to midpoint"),
     "seconds": Metric("seconds_to_midpoint", False, True, "training time to the midpoint accuracy", "time to midpoint"),
+    "priced": Metric(
+        "priced_to_midpoint", False, True, "time to the midpoint at the prices' step ratios", "priced time to midpoint"
+    ),
 }
 ABOVE_FLOOR = 0.25  # informative: the baseline at least this far of the way from the floor to 100 %
 SATURATED = 0.995  # ... and below this accuracy
@@ -392,11 +395,12 @@ def cost_table(arms: dict, axes, with_accuracy=False) -> list[str]:
 
 
 def price_note(report: dict) -> str:
+    note = " Seconds: each run's own logged step times."
     prices = report.get("prices")
     if not prices:
-        return " Seconds: each run's own logged step times."
+        return note
     shown = ", ".join(f"{a} {v:.3f}" for a, v in sorted(prices["ratios"].items()))
-    return f" Seconds: the baseline's own step times, each arm's step priced by {prices['file']} ({shown} x linear's)."
+    return f"{note} Priced time: tokens, each arm's at its step's ratio in {prices['file']} ({shown} x linear's)."
 
 
 def json_settings(settings: dict) -> str:

@@ -2,10 +2,11 @@
 function of data_seed and the step: nlq/data/loader.py) and the windows of every evaluation."""
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from model import GPTConfig
 from nlq.common.errors import ConfigError
 from nlq.data.dataset import check_token_ids, load_meta, open_split
 from nlq.data.examples import Examples, is_examples, open_examples
@@ -41,6 +42,7 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
     """The dataset's splits, checked against meta.json, the batch order of every step and the windows of
     every evaluation."""
     path = cfg.dataset if os.path.isdir(cfg.dataset) else os.path.join("data", cfg.dataset)
+    check_not_disk_dataset(path)
     if is_examples(path):
         return open_example_data(cfg, path, block_size)
     meta = load_meta(path)
@@ -62,6 +64,35 @@ def open_data(cfg: TrainConfig, block_size: int) -> Data:
     except ValueError as e:
         raise ConfigError(f"{path}: {e}") from None
     return Data(path, meta, train, val, batches, eval_windows, block_size)
+
+
+def check_not_disk_dataset(path: str) -> None:
+    """MAD-Lab's other on-disk layout (DiskDataset: text documents indexed by data_idx.csv) is named as such."""
+    for where in (path, os.path.join(path, "train"), os.path.join(path, "test")):
+        if os.path.isfile(os.path.join(where, "data_idx.csv")):
+            raise ConfigError(
+                f"{path} is in MAD-Lab's DiskDataset layout (text documents and data_idx.csv), which train.py does not "
+                "read: write the task with MAD-Lab's MemoryDataset (train/ and test/, inputs.npy and targets.npy) or "
+                "with data/synthetic_tasks/prepare.py"
+            )
+
+
+def sized_to_data(data: Data, model_cfg: GPTConfig) -> GPTConfig:
+    """A dataset of examples without meta.json (MAD-Lab's MemoryDataset): the model's vocabulary (the data's
+    largest id + 1) and context (its examples' length) from the data, where the config left them at their
+    defaults (a 50,304-id, 1,024-position model would be built otherwise), said in one line."""
+    if data.examples is None or os.path.isfile(os.path.join(data.path, "meta.json")):
+        return model_cfg
+    defaults = GPTConfig.__dataclass_fields__
+    taken = {
+        k: v
+        for k, v in (("vocab_size", data.meta["vocab_size"]), ("block_size", data.examples.seq_len))
+        if getattr(model_cfg, k) == defaults[k].default
+    }
+    if taken:
+        shown = " and ".join(f"{k}={v}" for k, v in taken.items())
+        print(f"{data.path} has no meta.json (MAD-Lab's layout): {shown} from its data; set them to choose others")
+    return replace(model_cfg, **taken)
 
 
 def open_example_data(cfg: TrainConfig, path: str, block_size: int) -> Data:

@@ -35,7 +35,7 @@ from nlq.run.hardware import (
     resolve_dtype,
     set_tf32,
 )
-from nlq.run.inputs import Data, open_data
+from nlq.run.inputs import Data, open_data, sized_to_data
 from nlq.run.memory import print_estimate
 from nlq.run.parallel import Dist
 from nlq.run.rundir import RunDir, Wandb
@@ -376,6 +376,7 @@ def train(cfg: TrainConfig, model_cfg: GPTConfig) -> None:
         return
     d = setup_distributed(cfg)
     data = open_data(cfg, model_cfg.block_size)
+    model_cfg = sized_to_data(data, model_cfg)
     run_dir = RunDir(cfg.out_dir)
     if d.master and not cfg.eval_only:
         run_dir.lock()  # before reading what out_dir holds: no second process can change it from here on
