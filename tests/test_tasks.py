@@ -23,7 +23,7 @@ from nlq.data.dataset import DataError
 from nlq.data.examples import open_examples
 from nlq.data.floor import key_blind_floor
 from nlq.data.loader import ExampleBatches, example_rows
-from nlq.eval.accuracy import accuracy, midpoint, tokens_to_reach
+from nlq.eval.accuracy import accuracy, class_counts, macro_accuracy, midpoint, tokens_to_reach
 
 ROOT = Path(__file__).resolve().parents[1]
 PREPARE = ROOT / "data" / "synthetic_tasks" / "prepare.py"
@@ -216,6 +216,7 @@ def test_a_run_on_mad_labs_data_takes_its_vocabulary_and_length_from_the_data(tm
     train_main([*unset, "--max_iters=2", "--lr_decay_iters=2", "--eval_interval=2"])
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert (config["vocab_size"], config["block_size"]) == (8, 6)
+    assert all(0 <= r["val_acc_macro"] <= 1 for r in records(tmp_path / "r", "val_acc").values())
     assert "has no meta.json (MAD-Lab's layout): vocab_size=8 and block_size=6 from its data" in capsys.readouterr().out
     train_main([*unset, "--vocab_size=16", "--max_iters=2", "--lr_decay_iters=2", "--eval_interval=2",
                 f"--out_dir={tmp_path / 'r2'}"])  # fmt: skip
@@ -423,6 +424,18 @@ def test_where_no_answer_was_seen_the_floor_guesses_the_most_scored_answer():
     # an example that scores nothing counts in neither mean, wherever it stands
     floor = key_blind_floor(inputs[::-1], targets[::-1])
     assert floor["token"] == pytest.approx(3 / 5) and floor["example"] == pytest.approx(3 / 5)
+
+
+def test_mads_macro_accuracy_on_a_hand_made_batch():
+    """torchmetrics' default for MulticlassAccuracy (MAD's metric): each class's recall, averaged over the
+    classes that are a target or a prediction. Targets 1, 1, 2 / 3, 3; predictions 1, 2, 2 / 4, 2: class 1
+    1/2, class 2 1/1, class 3 0/2, class 4 (only predicted) 0: (0.5 + 1 + 0 + 0) / 4, where per token 2/5."""
+    i = -100
+    targets = torch.tensor([[1, 1, 2, i], [3, 3, i, i]])
+    predicted = torch.tensor([[1, 2, 2, 0], [4, 2, 0, 0]])
+    logits = torch.nn.functional.one_hot(predicted, 6).float()
+    counts = class_counts(logits, targets, 6)
+    assert macro_accuracy(counts) == pytest.approx(0.375) and accuracy(logits, targets)[:2] == (2, 5)
 
 
 def test_tokens_to_the_midpoint_on_a_hand_made_curve():

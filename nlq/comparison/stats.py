@@ -47,6 +47,9 @@ METRICS = {
     "val_loss": Metric("val_loss", False, True, "validation loss", "val loss"),
     "val_acc": Metric("val_acc", True, False, "test accuracy per scored token", "accuracy"),
     "val_example_acc": Metric("val_example_acc", True, False, "test accuracy per example", "example accuracy"),
+    "val_acc_macro": Metric(
+        "val_acc_macro", True, False, "test accuracy, macro over classes (MAD's)", "macro accuracy"
+    ),
 }
 LOSS = METRICS["val_loss"]
 

@@ -20,7 +20,7 @@ from model import GPT, GPTConfig
 from nlq.common.errors import ConfigError, UserError
 from nlq.common.eta import format_eta
 from nlq.data.loader import example_rows, windows
-from nlq.eval.accuracy import accuracy
+from nlq.eval.accuracy import accuracy, class_counts, macro_accuracy
 from nlq.interop import importers
 from nlq.run import checkpoint, parallel, start
 from nlq.run.config import TrainConfig, lr_at
@@ -183,6 +183,7 @@ class Trainer:
         mine = chosen[self.d.rank :: self.d.world_size]
         per_rank = math.ceil(len(chosen) / self.d.world_size)
         total = torch.zeros(5, device=self.d.device, dtype=torch.float64)  # loss sum, right, scored, right ex, ex
+        classes = torch.zeros(3, self.data.meta["vocab_size"], device=self.d.device, dtype=torch.float64)
         for i in range(0, per_rank, self.cfg.batch_size):
             rows = mine[i : i + self.cfg.batch_size]
             x, y = example_rows(split, rows if len(rows) else chosen[:1], self.data.meta["vocab_size"])
@@ -192,12 +193,20 @@ class Trainer:
             counts = accuracy(logits, y) if len(rows) else (0, 0, 0, 0)
             if counts[1]:  # a batch of no scored token has no loss (0 / 0)
                 total[0] += loss.double() * counts[1]
+                classes += class_counts(logits, y, classes.shape[1])
             total[1:] += torch.tensor(counts, dtype=torch.float64, device=self.d.device)
         if self.d.enabled:
             dist.all_reduce(total)
+            dist.all_reduce(classes)
         self.model.train()
         loss_sum, right, scored, right_ex, examples = total.tolist()
-        return {"loss": loss_sum / scored, "acc": right / scored, "example_acc": right_ex / examples}
+        macro = macro_accuracy(classes)
+        return {
+            "loss": loss_sum / scored,
+            "acc": right / scored,
+            "example_acc": right_ex / examples,
+            "acc_macro": macro,
+        }
 
     def stop_if_diverged(self, what: str | None = None) -> None:
         step = self.guard.bad_step()
@@ -286,6 +295,7 @@ class Trainer:
             return {"val_loss": val, "train_eval_loss": self.evaluate(self.data.train, train_rows)}
         test = self.evaluate_examples(self.data.val, val_rows)
         rec = {"val_loss": test["loss"], "val_acc": test["acc"], "val_example_acc": test["example_acc"]}
+        rec["val_acc_macro"] = test["acc_macro"]  # MAD's measure (nlq/eval/accuracy.py)
         return rec | {"train_eval_loss": self.evaluate_examples(self.data.train, train_rows)["loss"]}
 
     def train_step(self, it: int) -> torch.Tensor:
