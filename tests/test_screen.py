@@ -85,6 +85,7 @@ def test_flops_and_seconds_to_the_midpoint_are_its_tokens_at_each_arms_cost():
     assert priced["arms"]["nlq"]["priced_to_midpoint"]["improvement"] == pytest.approx((200 - 150) / 200)
     lines = screening.setting_lines(result, {"task": "mqar", "settings": {}})
     assert "| arm | reached / runs | tokens to midpoint | FLOPs to midpoint | time to midpoint |" in lines
+    assert not any(line.startswith("MAD's accuracy") for line in lines)  # these runs did not record it
 
 
 def test_the_default_recall_setting_is_the_documented_task():
@@ -432,3 +433,14 @@ def test_a_dataset_made_before_the_floor_changed_is_rescored_and_its_examples_ke
     assert {f: (data / "test" / f).read_bytes() for f in arrays} == arrays
     screen.prepare(setting, data, tmp_path)  # rescored once: nothing more to say
     assert "rescored" not in capsys.readouterr().out
+
+
+def test_mads_macro_accuracy_is_shown_beside_where_every_run_recorded_it():
+    runs = hand_made()
+    for r in runs:  # macro a tenth below the per-token accuracy at every evaluation
+        for e in r.evals.values():
+            e["val_acc_macro"] = e["val_acc"] - 0.1
+    result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
+    lines = screening.setting_lines(result, {"task": "mqar", "settings": {}})
+    # final accuracies: base 0.9, 0.9; nlq 0.95, 0.97
+    assert any(line.endswith(f"mean over the fresh seeds: base {0.8:.4f}, nlq {0.86:.4f}") for line in lines)

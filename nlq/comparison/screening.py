@@ -260,6 +260,8 @@ def setting_report(runs, keys, baseline: str, floor: dict, prices: dict | None =
         adjust(result["arms"], metric.key, baseline)
     for arm, rs in arms.items():
         result["arms"][arm]["curves"] = {r.seed: curve(r) for r in rs}
+        macro = [r.evals[result["step"]].get("val_acc_macro") for r in rs]
+        result["arms"][arm]["val_acc_macro_mean"] = statistics.mean(macro) if None not in macro else None
     return result
 
 
@@ -375,6 +377,7 @@ def setting_lines(result: dict, task: dict) -> list[str]:
         f"({floor['example']:.3f} per example), midpoint {result['midpoint']:.3f}; {flag}",
         "",
         *tuning.markdown(result),
+        *macro_line(result["arms"]),
         "",
         *cost_table(result["arms"], result["cost_axes"]),
     ]
@@ -401,6 +404,14 @@ def price_note(report: dict) -> str:
         return note
     shown = ", ".join(f"{a} {v:.3f}" for a, v in sorted(prices["ratios"].items()))
     return f"{note} Priced time: tokens, each arm's at its step's ratio in {prices['file']} ({shown} x linear's)."
+
+
+def macro_line(arms: dict) -> list[str]:
+    """MAD's measure beside the table's per-token accuracy, where every run recorded it."""
+    if any(r.get("val_acc_macro_mean") is None for r in arms.values()):
+        return []
+    shown = ", ".join(f"{a} {r['val_acc_macro_mean']:.4f}" for a, r in sorted(arms.items()))
+    return ["", f"MAD's accuracy (torchmetrics' macro average over classes), mean over the fresh seeds: {shown}"]
 
 
 def json_settings(settings: dict) -> str:
