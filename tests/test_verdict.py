@@ -90,6 +90,36 @@ def test_a_report_directory_of_another_verdict_is_refused(tmp_path):
     assert "holds no verdict" in error_of([f"--data={tmp_path / 'docs'}", f"--out={tmp_path / 'W'}"], verdict_main)
 
 
+def short_folder(root: Path) -> Path:
+    """12 distinct documents of 6 to 17 characters with their newline: none longer than TINY's 24-token prompt."""
+    root.mkdir(parents=True)
+    for i in range(12):
+        (root / f"d{i:02d}.txt").write_text("abcdefghijklmnopq"[: 5 + i] + "\n")
+    return root
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry_run"]])
+def test_a_review_the_test_split_cannot_give_is_refused_before_any_run_with_a_fix_that_works(tmp_path, dry_run):
+    src, out = short_folder(tmp_path / "docs"), tmp_path / "V"
+    message = error_of([f"--data={src}", f"--out={out}", *TINY, *dry_run], verdict_main)
+    assert "the test split holds 0 document(s) longer than the prompt (24 tokens), the review needs 2" in message
+    assert not (out / "runs").exists()
+    fix = int(re.search(r"lower --prompt_tokens to (\d+) or less", message).group(1))
+    test = documents.survey(src, 0.1, 0.1, 2357).splits["test"]  # the verdict's own split of the folder
+    assert fix == sorted(len(p.read_text()) for p in test)[0] - 1  # the shorter of its two test documents
+    verdict_main([f"--data={src}", f"--out={tmp_path / 'W'}", *TINY, f"--prompt_tokens={fix}", "--dry_run"])
+
+
+def test_held_out_shares_are_honoured_or_refused_never_capped(tmp_path):
+    src = short_folder(tmp_path / "docs")
+    folder_ = documents.survey(src, 0.25, 0.2, 2357)
+    assert (len(folder_.splits["val"]), len(folder_.splits["test"])) == (3, 3)  # ceil(3.0), ceil(2.4)
+    with pytest.raises(documents.DataError, match=r"--test_size=0.6: give the share of documents to hold out"):
+        documents.survey(src, 0.1, 0.6, 2357)
+    with pytest.raises(documents.DataError, match="hold out 5 and 3 of 12 documents, leaving training less than half"):
+        documents.survey(src, 0.4, 0.25, 2357)
+
+
 TINY = ["--tokenizer=char", "--seeds=1,2", "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=48",
         "--max_iters=12", "--lr_decay_iters=12", "--warmup_iters=2", "--eval_interval=6", "--eval_iters=2",
         "--batch_size=4", "--review_items=3", "--prompt_tokens=24", "--new_tokens=16", "--latency_repeats=2",

@@ -311,7 +311,7 @@ def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: di
             "",
             *rows(stand_ins, baseline, step, metric),
         ]
-    missing = [cost.AXES[a][0] for a in cost.AXES if a not in per_token]
+    missing = [cost.AXES[a][0] for a in cost.AXES if a not in per_token and (a != "priced" or prices)]
     if missing:
         lines += ["", f"Not at {' or '.join(missing)}: some run lacks it (no step times logged, or no model config)"]
     return lines

@@ -105,6 +105,12 @@ def runs_with(config, arm, seeds, out_root: Path, options, point=None, stage=Non
     return [replace(r, options=(*options, *r.options)) for r in runs]
 
 
+def block_size_of(r: Run) -> int:
+    """The context of a planned run's model (its config and options)."""
+    _, model_cfg = parse([r.config, *r.options], TrainConfig, GPTConfig)
+    return model_cfg.block_size
+
+
 def point_name(point: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in point.items())
 

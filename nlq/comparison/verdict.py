@@ -87,9 +87,10 @@ def verdict(args, extra) -> None:
     folder = documents.survey(args.data, args.val_size, args.test_size, SPLIT_SEED)
     if not folder.splits.get("test"):
         raise VerdictError(f"--test_size={args.test_size} holds out no document for the review: raise it")
-    vocab_size = documents.codec_of(folder, args.tokenizer)[0]["vocab_size"]
-    extra = [f"--vocab_size={vocab_size}", *extra] if args.tokenizer == "char" else extra
+    codec_meta, encode = documents.codec_of(folder, args.tokenizer)
+    extra = [f"--vocab_size={codec_meta['vocab_size']}", *extra] if args.tokenizer == "char" else extra
     runs, keys = plan(args, arms, out, extra)
+    check_review(args, folder, encode, min(sweep.block_size_of(r) for r in runs))
     if args.dry_run:
         sweep.launch(runs, args, extra=[])
         return
@@ -113,6 +114,27 @@ def check(args) -> None:
         raise VerdictError("--temperature must be >= 0 and --top_k >= 1")
     if (args.grid or args.tune_seeds != "1") and not args.tune:
         raise VerdictError("--grid and --tune_seeds are options of --tune")
+
+
+def check_review(args, folder, encode, block_size: int) -> None:
+    """The review can be made from the test split (two documents longer than the prompt at least), before any
+    run; --review_items beyond what it holds is said."""
+    prompt = min(args.prompt_tokens, block_size - 1)
+    lengths = sorted((len(encode(documents.read_document(p)[0])) for p in folder.splits["test"]), reverse=True)
+    long = sum(n > prompt for n in lengths)
+    if long < 2:
+        fix = (
+            f"lower --prompt_tokens to {lengths[1] - 1} or less"
+            if len(lengths) > 1 and lengths[1] > 1
+            else f"raise --test_size (it holds out {len(lengths)} document(s)) or add documents"
+        )
+        raise VerdictError(
+            f"the test split holds {long} document(s) longer than the prompt ({prompt} tokens), the review needs 2: "
+            f"{fix}"
+        )
+    if args.review_items > long:
+        print(f"--review_items={args.review_items}: the test split holds {long} documents longer than the prompt, so "
+              f"the review shows {long}")  # fmt: skip
 
 
 def arm_list(text: str, config: str) -> list[tuple[str, str, list]]:

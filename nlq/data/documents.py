@@ -55,7 +55,11 @@ def read_document(path: Path) -> tuple[str | None, str | None]:
 
 def survey(root, val_size: float, test_size: float, seed: int, min_documents: int = 10) -> Folder:
     """Every document of root, deduplicated, in sorted path order, split into train / val / test: n_val =
-    ceil(val_size x n) at least one and at most a tenth of them (test alike), drawn with seed."""
+    ceil(val_size x n), at least one (test alike; a size of 0 holds none out), drawn with seed. Sizes that
+    would leave training less than half of the documents are refused, not capped."""
+    for name, size in (("val_size", val_size), ("test_size", test_size)):
+        if not 0 <= size < 0.5:
+            raise DataError(f"--{name}={size}: give the share of documents to hold out, from 0 to below 0.5")
     root = Path(root)
     files = sorted(p for p in root.rglob("*") if p.is_file())
     kept, seen, skipped, duplicates, chars = [], set(), {}, 0, set()
@@ -74,7 +78,12 @@ def survey(root, val_size: float, test_size: float, seed: int, min_documents: in
         kept.append(p)
         chars |= set(text)
     n = len(kept)
-    held = [min(max(1, math.ceil(size * n)), n // 10) if size > 0 else 0 for size in (val_size, test_size)]
+    held = [max(1, math.ceil(size * n)) if size > 0 else 0 for size in (val_size, test_size)]
+    if n >= min_documents and held[0] and sum(held) > n / 2:
+        raise DataError(
+            f"--val_size={val_size} and --test_size={test_size} hold out {held[0]} and {held[1]} of {n} documents, "
+            "leaving training less than half: lower them, or add documents"
+        )
     if n < min_documents or not held[0]:
         reasons = ", ".join(f"{c} {why}" for why, c in skipped.items()) or "none skipped"
         raise DataError(
