@@ -161,10 +161,23 @@ def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
     tally = json.loads((out / "tally.json").read_text())
     expected = {arm: sum(v["A"] == arm for v in key["items"].values()) for arm in ("linear", "residual_gelu")}
     assert tally["wins"] == expected and tally["ties"] == 0
-    # the same command again: every run is skipped, the same losses
-    verdict_main([f"--data={src}", f"--out={out}", *TINY])
+    # other answers to the same page: refused while the first tally is kept; the same answers again: alike
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"review": key["review"], "answers": dict.fromkeys(key["items"], "B")}))
+    message = error_of([f"--tally={other}", f"--out={out}"], verdict_main)
+    assert "holds the tally of other answers" in message and "move it aside" in message
+    assert json.loads((out / "tally.json").read_text()) == tally
+    verdict_main([f"--tally={choices}", f"--out={out}"])
+    # the same command again: every run is skipped, the same losses, the same page
+    page = (out / "review.html").read_bytes()
+    verdict_main([f"--data={src}", f"--out={out}", *TINY, "--latency_repeats=3"])
     assert "start  " not in capsys.readouterr().out
     assert json.loads((out / "report.json").read_text())["losses"] == result["losses"]
+    assert (out / "review.html").read_bytes() == page
+    # options that would make another page: refused, the page and its key kept
+    message = error_of([f"--data={src}", f"--out={out}", *TINY, "--new_tokens=32"], verdict_main)
+    assert "holds a review page made with --review_items=3, --prompt_tokens=24, --new_tokens=16" in message
+    assert (out / "review.html").read_bytes() == page
 
 
 def test_a_choices_file_of_another_report_is_one_line(tmp_path):
@@ -176,6 +189,11 @@ def test_a_choices_file_of_another_report_is_one_line(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps({"review": "r2", "answers": {"i": "A"}}))
     assert "not to this report's 'r1'" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={out}"], verdict_main)
     assert "holds no review_key.json" in error_of([f"--tally={tmp_path / 'c.json'}", f"--out={tmp_path}"], verdict_main)
+    (tmp_path / "d.json").write_text(json.dumps({"review": "r1", "answers": {"i": "A", "zz": "B"}}))
+    message = error_of([f"--tally={tmp_path / 'd.json'}", f"--out={out}"], verdict_main)
+    assert "answers items this review does not have ('zz')" in message and "'r1'" not in message
+    message = error_of([f"--tally={tmp_path / 'gone.json'}", f"--out={out}"], verdict_main)
+    assert "gone.json not found: give the answers file the review page exported" in message and "Errno" not in message
 
 
 def test_the_reports_improvement_has_the_sign_and_scale_of_its_definition(tmp_path):

@@ -83,6 +83,7 @@ def verdict(args, extra) -> None:
         "tokenizer": args.tokenizer, "val_size": args.val_size, "test_size": args.test_size, "extra": extra,
     }  # fmt: skip
     check_out(out, request)
+    check_page(out, args)
     args.out_root = str(out / "runs")  # where sweep.launch keeps the runs (and a cluster's job records)
     folder = documents.survey(args.data, args.val_size, args.test_size, SPLIT_SEED)
     if not folder.splits.get("test"):
@@ -114,6 +115,40 @@ def check(args) -> None:
         raise VerdictError("--temperature must be >= 0 and --top_k >= 1")
     if (args.grid or args.tune_seeds != "1") and not args.tune:
         raise VerdictError("--grid and --tune_seeds are options of --tune")
+
+
+REVIEW_OPTIONS = ("review_items", "prompt_tokens", "new_tokens", "temperature", "top_k")  # what makes the page
+
+
+def review_options(args) -> dict:
+    return {k: getattr(args, k) for k in REVIEW_OPTIONS}
+
+
+def check_page(out: Path, args) -> None:
+    """A review page already in OUT was made with these options: answers to it may exist, so it is kept and a
+    rerun that would make another page is refused."""
+    key = out / "review_key.json"
+    if not key.is_file():
+        return
+    try:
+        held = json.loads(key.read_text()).get("options")
+    except (OSError, ValueError, AttributeError):
+        held = None
+    if held != review_options(args):
+        made = ", ".join(f"--{k}={v}" for k, v in (held or {}).items()) or "options this version does not know"
+        raise VerdictError(
+            f"{out} holds a review page made with {made}; answers exported from it are tallied with its key, so it is "
+            "kept: rerun with those options, or choose another --out"
+        )
+
+
+def written_review(out: Path) -> tuple:
+    """(the review id, its items) of the page OUT holds, or (None, 0)."""
+    key = out / "review_key.json"
+    if not key.is_file():
+        return None, 0
+    held = json.loads(key.read_text())
+    return held["review"], len(held["items"])
 
 
 def check_review(args, folder, encode, block_size: int) -> None:
@@ -329,16 +364,12 @@ def report(args, arms, results: dict, out: Path) -> None:
     loss = losses(results, reference)
     device = resolve_device("auto")
     timing = measure_latency(args, load_models(results, device), reference, device)
-    models = load_models(results, device)  # latency casts its models to the decode dtype: sample from fresh ones
-    items = review_items(args, models, load_meta(out / "data"), out / "data", device)
-    if len(items) < 2:
-        raise VerdictError(
-            f"the test split holds {len(items)} document(s) longer than --prompt_tokens={args.prompt_tokens}: "
-            "raise --test_size or lower --prompt_tokens"
-        )
-    rid = review.write(
-        out, items, tuple(names[:2]), seed=0, title=f"Which continuation is better? ({len(items)} items)"
-    )
+    rid, n_items = written_review(out)
+    if rid is None:  # the page is made once: answers exported from it stay tallied by its key
+        models = load_models(results, device)  # latency casts its models to the decode dtype: sample from fresh ones
+        items = review_items(args, models, load_meta(out / "data"), out / "data", device)
+        title = f"Which continuation is better? ({len(items)} items)"
+        rid, n_items = review.write(out, items, tuple(names[:2]), 0, title, review_options(args)), len(items)
     plot([Run.from_dir(r.out_dir) for r in results["runs"]], out / "curves.png", reference)
     data_meta = load_meta(out / "data")
     result = {
@@ -347,7 +378,7 @@ def report(args, arms, results: dict, out: Path) -> None:
         "reference": reference,
         "losses": loss,
         "latency": timing,
-        "review": {"id": rid, "items": len(items), "arms": names[:2], "page": "review.html"},
+        "review": {"id": rid, "items": n_items, "arms": names[:2], "page": "review.html"},
     }
     atomic_write_json(out / "report.json", result, indent=1)
     lines = markdown(result, args)
@@ -417,13 +448,30 @@ def spread(s: dict, digits: int) -> str:
     return f"{s['median']:,.{digits}f} [{s['min']:,.{digits}f}-{s['max']:,.{digits}f}]"
 
 
+def check_tally(path: Path, answers: dict) -> None:
+    """A tally already in OUT is of these same answers (written again alike) or is kept: refused."""
+    if not path.is_file():
+        return
+    try:
+        held = json.loads(path.read_text())
+    except (OSError, ValueError):
+        held = {}
+    if not isinstance(held, dict) or held.get("answers") != answers:
+        made = held.get("from", "answers not kept in it") if isinstance(held, dict) else "unreadable"
+        raise VerdictError(
+            f"{path} holds the tally of other answers ({made}): move it aside to tally these, so that neither is lost"
+        )
+
+
 def tally(choices: Path, out: Path) -> None:
     """Unblind a review's exported answers with its key: OUT/tally.json, printed."""
     key_file = out / "review_key.json"
     if not key_file.is_file():
         raise VerdictError(f"{out} holds no review_key.json: give the --out of the verdict whose page was reviewed")
     key = json.loads(key_file.read_text())
-    result = review.tally(review.read_choices(choices, key), key)
+    answers = review.read_choices(choices, key)
+    result = review.tally(answers, key) | {"answers": answers, "from": str(choices)}
+    check_tally(out / "tally.json", answers)
     atomic_write_json(out / "tally.json", result, indent=1)
     a, b = key["arms"]
     p = result["sign_test_p"]

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import random
+from pathlib import Path
 
 from nlq.common.atomic import atomic_write_json, atomic_write_text
 from nlq.common.errors import UserError
@@ -46,19 +47,23 @@ def review_id(shown: list) -> str:
     return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def write(directory, items: list, arms: tuple, seed: int, title: str) -> str:
-    """review.html and review_key.json in directory; returns the review's id."""
+def write(directory, items: list, arms: tuple, seed: int, title: str, options: dict | None = None) -> str:
+    """review.html and review_key.json (with the options that made the page) in directory; returns the
+    review's id."""
     shown, key = blind(items, arms, seed)
     rid = review_id(shown)
     data = json.dumps({"review": rid, "title": title, "items": shown}, ensure_ascii=True)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")  # no </script> inside
     atomic_write_text(directory / "review.html", PAGE.replace("__DATA__", data))
-    atomic_write_json(directory / "review_key.json", {"review": rid, "arms": list(arms), "items": key}, indent=1)
+    key = {"review": rid, "arms": list(arms), "items": key, "options": options}
+    atomic_write_json(directory / "review_key.json", key, indent=1)
     return rid
 
 
 def read_choices(path, key: dict) -> dict:
     """{item id: 'A' | 'B' | 'tie'} of a choices file the page exported, checked against the review's key."""
+    if not Path(path).is_file():
+        raise ReviewError(f"{path} not found: give the answers file the review page exported (its key e)")
     try:
         choices = json.loads(open(path, encoding="utf-8").read())
     except (OSError, ValueError) as e:
@@ -69,10 +74,16 @@ def read_choices(path, key: dict) -> dict:
             f"{path} is not a review's answers ({{'review': id, 'answers': {{item: A, B or tie}}}}): export them "
             "again from the page with the key e"
         )
-    if choices.get("review") != key["review"] or not set(answers) <= set(key["items"]):
+    if choices.get("review") != key["review"]:
         raise ReviewError(
-            f"{path} holds answers to review {choices.get('review')!r}, not to this report's {key['review']!r} "
-            "(its items differ): tally it with the --out it came from"
+            f"{path} holds answers to review {choices.get('review')!r}, not to this report's {key['review']!r}: "
+            "tally it with the --out it came from"
+        )
+    unknown = sorted(set(answers) - set(key["items"]))
+    if unknown:
+        raise ReviewError(
+            f"{path} answers items this review does not have ({', '.join(map(repr, unknown[:3]))}): it was edited "
+            "after the export; export the answers again from the page"
         )
     if not answers:
         raise ReviewError(f"{path} holds no answers: answer some items on the page, then export them")
