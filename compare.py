@@ -19,7 +19,7 @@ batches, from the batch fingerprints.
 import argparse
 
 from nlq.common.errors import cli_main
-from nlq.comparison.compare import check_outputs, compare, read_runs
+from nlq.comparison.compare import at_end, check_outputs, compare, read_runs
 from nlq.comparison.cost import read_prices
 from nlq.comparison.stats import METRICS
 
@@ -38,6 +38,7 @@ def run(argv):
     )
     p.add_argument("--baseline", help="the arm to compare against (default: 'baseline', else 'linear')")
     p.add_argument("--step", type=int, help="evaluation step to compare (default: the last common one)")
+    p.add_argument("--at_end", action="store_true", help="each run at its own last evaluation (runs of other lengths)")
     p.add_argument("--png", default="compare.png", help="where to write the curves ('' to skip)")
     p.add_argument("--md", help="also write the table to this markdown file")
     p.add_argument("--tune", metavar="KEY[,KEY]", help="the runs are a two-stage comparison over these grid keys")
@@ -54,6 +55,8 @@ def run(argv):
     check_outputs(args.png, args.md, args.json, args.tune)
     prices = read_prices(args.prices) if args.prices else None
     runs = read_runs(args.runs, args.wandb, args.group, args.reference)
+    if args.at_end:
+        runs = at_end(runs, args.step)
     compare(runs, args.baseline, args.step, args.metric, args.tune, args.png, args.md, args.json, prices)
 
 

@@ -115,3 +115,20 @@ def test_compare_refuses_a_prices_file_that_is_not_a_report(tmp_path):
     (tmp_path / "p.json").write_text("[1, 2]")
     message = error_of([str(tmp_path), f"--prices={tmp_path / 'p.json'}"], main=__import__("helpers").compare_main)
     assert "times no arm beside linear's step" in message
+
+
+def test_runs_of_other_lengths_are_compared_each_at_its_end(tmp_path):
+    """The baseline's 200 tokens against nlq's 100 (equal time at twice the step cost): each at its own last
+    evaluation, paired by seed, against values computed here; the tokens each saw are kept."""
+    runs = [run("b1", "baseline", 1, [(0, 4.0), (200, 2.6)]), run("b2", "baseline", 2, [(0, 4.0), (200, 2.8)])]
+    runs += [run("n1", "nlq", 1, [(0, 4.0), (100, 2.5)]), run("n2", "nlq", 2, [(0, 4.0), (100, 2.8)])]
+    lines = compare.table(compare.at_end(runs), "baseline", None)
+    assert lines[0].startswith("validation loss at each run's last evaluation (steps 1, 2)")
+    row = next(line for line in lines if line.startswith("| nlq |"))
+    gain = (2.7 - 2.65) / 2.7
+    assert f"| {gain:+.2%} |" in row and f"{stats.ttest_rel([2.6, 2.8], [2.5, 2.8]).pvalue:.3g} (paired)" in row
+    assert row.endswith("| 100 |") and next(line for line in lines if line.startswith("| baseline |")).endswith(
+        "| 200 |"
+    )
+    with pytest.raises(compare.CompareError, match="leave --step out"):
+        compare.at_end(runs, 2)

@@ -252,8 +252,10 @@ def table(runs, baseline: str, step: int | None, metric: Metric = LOSS, prices: 
         raise CompareError(
             f"{', '.join(bad)} has a non-finite {metric.column} at step {step}: leave it out, or pass --step"
         )
+    ended = sorted({r.evals[step]["ended"] for r in runs if "ended" in r.evals[step]})
+    where = f"each run's last evaluation (steps {', '.join(map(str, ended))})" if ended else f"step {step}"
     lines = [
-        f"{metric.name} at step {step}; improvement over {baseline} ({'relative' if metric.relative else 'in points'}"
+        f"{metric.name} at {where}; improvement over {baseline} ({'relative' if metric.relative else 'in points'}"
         f"; positive: {metric.better}), its 95 % interval and t-test p (paired by seed where both arms ran the "
         "same seeds, else Welch), and p adjusted for the arms compared (Holm)",
         "",
@@ -299,7 +301,11 @@ def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: di
     lines = []
     for axis, costs in per_token.items():
         title, unit = cost.AXES[axis]
-        budget, read = cost.at_equal_cost(runs, step, costs, keys)
+        try:
+            budget, read = cost.at_equal_cost(runs, step, costs, keys)
+        except cost.CostError as e:
+            lines += ["", f"Not at {title}: {e}"]
+            continue
         stand_ins = [Run(r.name, r.config, [{"step": step, **read[r.name]}]) for r in runs]
         priced = (
             " (priced by --prices: each arm's step at its ratio to linear's)" if axis == "seconds" and prices else ""
@@ -457,6 +463,15 @@ def read_runs(patterns=(), wandb_path=None, group=None, references=()) -> list:
         paths = sorted(m for m in matched if not m.is_file())
         runs = [Run.from_dir(path) for path in paths]
     return runs + [Run.from_official(spec) for spec in references]
+
+
+def at_end(runs, step=None) -> list:
+    """Each run as its last evaluation alone, at one shared step (runs of different lengths compared where each
+    ended: e.g. an arm given fewer steps for equal time). The step's own record keeps the tokens each saw."""
+    if step is not None:
+        raise CompareError("--at_end compares each run at its own last evaluation: leave --step out")
+    last = max(max(r.evals) for r in runs)
+    return [Run(r.name, r.config, [{**r.evals[max(r.evals)], "step": last, "ended": max(r.evals)}]) for r in runs]
 
 
 def compare(

@@ -129,6 +129,6 @@ def at_equal_cost(runs, step: int, costs: dict, keys) -> tuple[float, dict]:
         row = {k: value_at([(e["tokens"] * costs[r.name], e[k]) for _, e in points], budget) for k in keys}
         row["tokens"] = budget / costs[r.name]
         if any(v is None or not math.isfinite(v) for v in row.values()):
-            raise CostError(f"{r.name} has no evaluation to read at {budget:.3g}: evaluate it from step 0")
+            raise CostError(f"{r.name} has no evaluations around {budget:.3g} to read between")
         out[r.name] = row
     return budget, out
