@@ -7,7 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import bench_head_main, bench_main, compare_main, error_of, sample_main, train_main, zeroshot_main
+from helpers import (
+    bench_head_main,
+    bench_main,
+    compare_main,
+    error_of,
+    sample_main,
+    sweep_main,
+    train_main,
+    zeroshot_main,
+)
 
 from configurator import parse
 from nlq.comparison.compare import (
@@ -462,3 +471,13 @@ def test_compare_pairs_by_seed_whatever_the_order_or_names_of_the_runs(tmp_path)
     gain = 0.05 / statistics.mean(base.values())
     # three equal differences: no spread, so no t-test (p '—', not a NaN from a zero standard error)
     assert f"| +{gain:.2%} | [+{gain:.2%}, +{gain:.2%}] | — |" in tables[0]
+
+
+def test_a_comparison_never_replaces_one_of_the_projects_pages(tmp_path):
+    page = ROOT / "docs" / "miniature.png"
+    before = page.read_bytes()
+    for option in (f"--png={page}", f"--md={ROOT / 'docs' / 'miniature_table.md'}"):
+        message = error_of([str(tmp_path), option], main=compare_main)
+        assert "is one of the project's own pages: write it elsewhere" in message
+    message = error_of(["config/mini_baseline.py", f"--out_root={tmp_path / 'o'}", f"--png={page}"], main=sweep_main)
+    assert "is one of the project's own pages" in message and page.read_bytes() == before

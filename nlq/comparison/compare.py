@@ -12,6 +12,7 @@ from model import GPTConfig, parameter_count
 from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
 from nlq.common.errors import UserError
 from nlq.common.figures import check_figure_path, save_figure
+from nlq.common.repo import check_not_a_project_page
 from nlq.comparison import cost, tuning
 from nlq.comparison.stats import LOSS, METRICS, Metric, by_seed, holm, paired, versus_baseline
 from nlq.paper import official
@@ -439,7 +440,11 @@ def tuned(runs, keys, baseline: str, metric: Metric = LOSS, png=None, md=None, j
 
 
 def check_outputs(png=None, md=None, json_path=None, tune=None) -> None:
-    """The figure, table and JSON paths can be written, before any run is read."""
+    """The figure, table and JSON paths can be written, and none is one of the project's pages, before any run
+    is read."""
+    for option, path in (("--png", png), ("--md", md), ("--json", json_path)):
+        if path:
+            check_not_a_project_page(option, path)
     if png:
         check_figure_path("--png", png)
     for option, path in (("--md", md), ("--json", json_path)):

@@ -441,12 +441,14 @@ def check_outputs(args) -> None:
     sweep makes, once OUT_ROOT can be made)."""
     from nlq.common.atomic import check_writable
     from nlq.common.figures import check_figure_path
+    from nlq.common.repo import check_not_a_project_page
 
     root = Path(args.out_root).resolve()
     for option, path, check in (("--png", args.png, check_figure_path), ("--md", args.md, check_writable),
                                 ("--json", args.json, check_writable)):  # fmt: skip
         if not path:
             continue
+        check_not_a_project_page(option, path)
         if not root.exists() and root in Path(path).resolve().parents:
             check_out_root(Path(args.out_root))
             continue
