@@ -15,7 +15,7 @@ learning_rate = 1e-3
 weight_decay = 0.1
 eval_iters = 20  # training-loss sample: 20 x 64 examples
 log_interval = 50
-always_save_checkpoint = False  # a checkpoint at each evaluation only when its loss improved (and at the end)
+always_save_checkpoint = False  # ckpt.pt: the evaluation of the lowest loss, not always the last step
 compile = False  # runs of a minute or two: compiling would take longer than it saves on a CPU
 dtype = "float32"  # the same precision on every CPU (dtype='auto' chooses per machine)
 out_dir = "out-synth-baseline"

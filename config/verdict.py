@@ -18,7 +18,7 @@ weight_decay = 0.1
 eval_interval = 200
 eval_iters = 20
 log_interval = 50
-always_save_checkpoint = False  # the best evaluation's checkpoint (and the last)
+always_save_checkpoint = False  # ckpt.pt: the evaluation of the lowest validation loss, not always the last step
 compile = False  # runs of minutes on a CPU: compiling would take longer than it saves
 dtype = "float32"  # the same numbers on every CPU (dtype='auto' chooses per machine)
 out_dir = "out-verdict"

@@ -83,6 +83,11 @@ def test_a_linear_model_exports_as_a_plain_gpt2(tmp_path, kw):
     hf_export.export(model, {"tokenizer": "gpt2"}, tmp_path / "gpt2", fmt="gpt2")
     loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "gpt2").eval()
     assert not list((tmp_path / "gpt2").glob("*.py"))  # no remote code
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {f.name: f.stat().st_mode & 0o777 for f in (tmp_path / "gpt2").iterdir()}  # one rule, the directory's
+    assert (tmp_path / "gpt2").stat().st_mode & 0o777 == 0o777 & ~umask
+    assert modes["model.safetensors"] == 0o666 & ~umask and set(modes.values()) == {0o666 & ~umask}, modes
     x = torch.randint(0, 50257, (2, 40), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         assert_close_relative(loaded(x).logits, model(x)[0])

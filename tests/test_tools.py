@@ -481,3 +481,20 @@ def test_a_comparison_never_replaces_one_of_the_projects_pages(tmp_path):
         assert "is one of the project's own pages: write it elsewhere" in message
     message = error_of(["config/mini_baseline.py", f"--out_root={tmp_path / 'o'}", f"--png={page}"], main=sweep_main)
     assert "is one of the project's own pages" in message and page.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "ckpt, words",
+    [
+        ({"iter_num": 1000, "config": {"max_iters": 1000, "always_save_checkpoint": False}}, "step 1000 of 1000"),
+        ({"iter_num": 500, "config": {"max_iters": 1000, "always_save_checkpoint": True}}, "step 500 of 1000"),
+        (
+            {"iter_num": 992, "best_val_loss": 0.25, "config": {"max_iters": 1000, "always_save_checkpoint": False}},
+            "step 992 of 1000: the step of the lowest validation loss (0.2500), kept by always_save_checkpoint=False",
+        ),
+    ],
+)
+def test_a_loaded_checkpoint_says_which_step_it_holds(ckpt, words):
+    from nlq.run.checkpoint import which_step
+
+    assert which_step(ckpt) == words

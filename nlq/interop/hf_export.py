@@ -145,6 +145,8 @@ def export(model: GPT, meta: dict, dest, fmt: str = "hf") -> Path:
         tok = run_tokenizer(meta)
         (write_gpt2 if fmt == "gpt2" else write_nlq)(model, tok, tmp)
         tok.save_pretrained(tmp)
+        for f in tmp.rglob("*"):  # one rule for the directory and its files (safetensors writes 0600)
+            f.chmod((0o777 if f.is_dir() else 0o666) & ~umask)
         if dest.exists():
             dest.rmdir()
         os.replace(tmp, dest)

@@ -506,6 +506,20 @@ def _check_state(saved: dict, groups: list, params: dict, path) -> None:
                 )
 
 
+def which_step(ckpt: dict) -> str:
+    """Which step a checkpoint holds, in words: the run's last, or (always_save_checkpoint=False) the step of its
+    lowest validation loss, which can be earlier."""
+    step, config = ckpt.get("iter_num"), ckpt.get("config") or {}
+    if step is None:
+        return "a checkpoint that does not record its step"
+    end = config.get("max_iters")
+    if config.get("always_save_checkpoint", True) or step == end:
+        return f"step {step}" + (f" of {end}" if end else "")
+    best = ckpt.get("best_val_loss")
+    shown = f" ({best:.4f})" if isinstance(best, float) else ""
+    return f"step {step} of {end}: the step of the lowest validation loss{shown}, kept by always_save_checkpoint=False"
+
+
 def load_for_inference(init_from: str, out_dir: str):
     """(model, tokenizer meta) for sample.py, the evaluation and bench: out_dir's checkpoint for
     init_from='resume', a checkpoint file (this project's or the official code's), else pretrained weights
@@ -519,9 +533,11 @@ def load_for_inference(init_from: str, out_dir: str):
             raise CheckpointError(f"{out_dir} holds no checkpoint ({CHECKPOINT} or {SHARDED}/): check out_dir")
         model, ckpt = load_model(path)
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
+        print(f"{path}: {which_step(ckpt)}")
     elif is_file_source(init_from):
         model, ckpt = load_model(init_from)
         meta = ckpt.get("tokenizer") or {"tokenizer": "gpt2"}
+        print(f"{init_from}: {which_step(ckpt)}")
     elif importers.is_pretrained_source(init_from):
         try:
             model = importers.from_pretrained(init_from)
