@@ -300,6 +300,7 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
         (["--dataset=data/x"], "each setting of a screen trains on its own data"),
         (["--tokens_per_s=-5"], "--tokens_per_s=-5: give one run's speed, a number above 0"),
         (["--tokens_per_s=0"], "a number above 0"),
+        (["--tokens_per_s=inf"], "--tokens_per_s=inf: give one run's speed"),
         (["--max_extra_seeds=-1"], "--max_extra_seeds=-1: give 0 (none) or more"),
     ],
 )

@@ -58,7 +58,7 @@ def screen(args, extra) -> None:
     sweep.check_executor(args)
     if any(x.startswith("--dataset=") for x in extra):
         raise UserError("--dataset: each setting of a screen trains on its own data; leave --dataset out")
-    if not args.tokens_per_s > 0:
+    if not 0 < args.tokens_per_s < float("inf"):
         raise UserError(f"--tokens_per_s={args.tokens_per_s:g}: give one run's speed, a number above 0")
     settings, rates = chosen_settings(args)
     screening.check_settings(settings)
@@ -77,7 +77,7 @@ def screen(args, extra) -> None:
     stage1 = [r for s in settings for r in plan(s, data[s.name], args.arms, tune_seeds, out_root, extra, points)]
     sweep.check_arm_names(stage1, args.arms)
     estimate(settings, stage1, args, len(seeds))
-    fresh = extra_seeds(tune_seeds + seeds, args.max_extra_seeds)
+    fresh = extra_seeds(tune_seeds + seeds, min(args.max_extra_seeds, max(screening.SEED_ROUNDS) - len(seeds)))
     if args.dry_run:
         sweep.launch(stage1, args, extra=[])
         print(f"stage 2: each arm's chosen point per setting x seeds {seeds}, once stage 1 has finished")
@@ -147,8 +147,8 @@ def launch_all(runs, args, which: str) -> None:
 
 
 def extra_seeds(used: list, most: int) -> list[int]:
-    """--max_extra_seeds fresh seeds after every seed the screen uses."""
-    return list(range(max(used) + 1, max(used) + 1 + most))
+    """`most` fresh seeds after every seed the screen uses (the rounds stop at SEED_ROUNDS' last count)."""
+    return list(range(max(used) + 1, max(used) + 1 + max(0, most)))
 
 
 def more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys) -> list:

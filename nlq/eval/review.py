@@ -68,6 +68,12 @@ def read_choices(path, key: dict) -> dict:
         choices = json.loads(open(path, encoding="utf-8").read())
     except (OSError, ValueError) as e:
         raise ReviewError(f"{path} cannot be read as JSON ({e}): export the answers again with the key e") from None
+    extra = sorted(set(choices) - {"review", "answers"}) if isinstance(choices, dict) else []
+    if extra:
+        raise ReviewError(
+            f"{path} holds {', '.join(map(repr, extra))}, which the page never writes (it exports review and "
+            "answers): export the answers again from the page"
+        )
     answers = choices.get("answers") if isinstance(choices, dict) else None
     if not isinstance(answers, dict) or not all(isinstance(v, str) and v in CHOICES for v in answers.values()):
         raise ReviewError(
