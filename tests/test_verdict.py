@@ -224,3 +224,26 @@ def test_the_reports_improvement_has_the_sign_and_scale_of_its_definition(tmp_pa
     assert arms["residual_gelu"]["improvement"] > 0 > arms["identity"]["improvement"]
     low, high = arms["residual_gelu"]["interval"]
     assert low < arms["residual_gelu"]["improvement"] < high and arms["linear"]["improvement"] == 0
+
+
+def test_links_that_lead_nowhere_and_folders_named_like_documents_are_said(tmp_path, capsys):
+    src = folder(tmp_path / "docs")
+    (src / "gone.md").symlink_to(src / "nowhere.md")
+    (src / "loop1.md").symlink_to(src / "loop2.md")
+    (src / "loop2.md").symlink_to(src / "loop1.md")
+    (src / "chapter.md").mkdir()
+    (src / "chapter.md" / "inside.txt").write_text("a document inside a folder named like one\n")
+    (src / "empty.txt").write_text("\n")
+    found = documents.survey(src, 0.1, 0.1, 2357)
+    assert found.skipped == {"dangling link": 1, "symlink loop": 2, "empty": 1}
+    assert sum(len(v) for v in found.splits.values()) == 31  # the 30 and the one inside chapter.md/
+    assert (
+        "1 folders named like documents, read as folders"
+        in documents.summary(
+            found, {"documents": {k: len(v) for k, v in found.splits.items()}, "tokens": dict.fromkeys(found.splits, 0)}
+        )[-1]
+    )
+    verdict_main([f"--data={src}", f"--out={tmp_path / 'V'}", *TINY, "--list_skipped", "--dry_run"])
+    out = capsys.readouterr().out
+    assert f"skipped (dangling link): {src / 'gone.md'}" in out and f"skipped (empty): {src / 'empty.txt'}" in out
+    assert documents.skipped_text(found.skipped) == "1 dangling link, 2 symlink loop, 1 empty"

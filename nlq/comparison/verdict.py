@@ -56,6 +56,7 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--top_k", type=int, default=200, help="sampling's top k, the same for every arm")
     p.add_argument("--latency_repeats", type=int, default=5, help="interleaved rounds of the latency measurement")
     p.add_argument("--tally", metavar="CHOICES.json", help="the answers the review page exported: unblind them")
+    p.add_argument("--list_skipped", action="store_true", help="name every file of --data left out, with why")
     sweep.add_run_options(p)
     return p
 
@@ -87,6 +88,8 @@ def verdict(args, extra) -> None:
     check_page(out, args)
     args.out_root = str(out / "runs")  # where sweep.launch keeps the runs (and a cluster's job records)
     folder = documents.survey(args.data, args.val_size, args.test_size, SPLIT_SEED)
+    if args.list_skipped:
+        print("\n".join(documents.skipped_lines(folder)) or "nothing in --data was skipped")
     if not folder.splits.get("test"):
         raise VerdictError(f"--test_size={args.test_size} holds out no document for the review: raise it")
     codec_meta, encode = documents.codec_of(folder, args.tokenizer)
@@ -395,7 +398,7 @@ def markdown(result: dict, args) -> list[str]:
         "",
         f"Documents: {docs} ({data['tokenizer']} tokens: "
         + ", ".join(f"{n:,} {k}" for k, n in data["tokens"].items())
-        + f"); {data['duplicates']} duplicates dropped, skipped: {data['skipped'] or 'none'}.",
+        + f"); {data['duplicates']} duplicates dropped, skipped: {documents.skipped_text(data['skipped'] or {})}.",
         "",
         "## Validation loss",
         "",

@@ -5,6 +5,7 @@ a token to training. Documents are read and encoded one at a time: memory stays 
 size.
 """
 
+import errno
 import hashlib
 import math
 import random
@@ -27,8 +28,10 @@ class Folder:
     root: Path
     splits: dict  # split -> [Path]
     skipped: dict = field(default_factory=dict)  # reason -> count
+    skipped_paths: dict = field(default_factory=dict)  # reason -> [path], for --list_skipped
     duplicates: int = 0
     other_files: int = 0
+    folders_named_like_documents: int = 0  # a directory x.md is read as a folder
     chars: str = ""  # every character of the kept documents, sorted (the character codec's vocabulary)
 
 
@@ -61,14 +64,21 @@ def survey(root, val_size: float, test_size: float, seed: int, min_documents: in
         if not 0 <= size < 0.5:
             raise DataError(f"--{name}={size}: give the share of documents to hold out, from 0 to below 0.5")
     root = Path(root)
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    kept, seen, skipped, duplicates, chars = [], set(), {}, 0, set()
+    files, kept, seen, skipped, duplicates, chars, named_folders = [], [], set(), {}, 0, set(), 0
+    for p in sorted(root.rglob("*")):  # links to folders are not followed
+        what = entry_kind(p)
+        if what == "file":
+            files.append(p)
+        elif what == "folder":
+            named_folders += p.suffix.lower() in SUFFIXES
+        else:
+            skipped.setdefault(what, []).append(p)
     for p in files:
         if p.suffix.lower() not in SUFFIXES:
             continue
         text, why = read_document(p)
         if why:
-            skipped[why] = skipped.get(why, 0) + 1
+            skipped.setdefault(why, []).append(p)
             continue
         digest = hashlib.sha256(text.encode()).digest()
         if digest in seen:
@@ -85,7 +95,7 @@ def survey(root, val_size: float, test_size: float, seed: int, min_documents: in
             "leaving training less than half: lower them, or add documents"
         )
     if n < min_documents or not held[0]:
-        reasons = ", ".join(f"{c} {why}" for why, c in skipped.items()) or "none skipped"
+        reasons = ", ".join(f"{len(c)} {why}" for why, c in skipped.items()) or "none skipped"
         raise DataError(
             f"{root} holds {n} readable distinct document(s) (.txt, .md; {reasons}; {duplicates} duplicates), too "
             f"few to hold out whole documents for validation and test (at least {min_documents}): add documents"
@@ -96,7 +106,23 @@ def survey(root, val_size: float, test_size: float, seed: int, min_documents: in
     train = sorted(set(order) - set(val) - set(test))
     splits = {"train": [kept[i] for i in train], "val": [kept[i] for i in val], "test": [kept[i] for i in test]}
     other = sum(p.suffix.lower() not in SUFFIXES for p in files)
-    return Folder(root, {k: v for k, v in splits.items() if v}, skipped, duplicates, other, "".join(sorted(chars)))
+    counts = {why: len(paths) for why, paths in skipped.items()}
+    return Folder(
+        root, {k: v for k, v in splits.items() if v}, counts, skipped, duplicates, other, named_folders,
+        "".join(sorted(chars)),
+    )  # fmt: skip
+
+
+def entry_kind(p: Path) -> str:
+    """'file', 'folder', or why an entry is no document: a dangling link, a symlink loop, a special file."""
+    if p.is_symlink():
+        try:
+            p.stat()
+        except OSError as e:
+            return "symlink loop" if e.errno == errno.ELOOP else "dangling link"
+    if p.is_dir():
+        return "folder"
+    return "file" if p.is_file() else "not a regular file"
 
 
 TOKENIZERS = ("gpt2", "char")
@@ -153,7 +179,18 @@ def summary(folder: Folder, meta: dict) -> list[str]:
     ]
     left = [f"{c} {why}" for why, c in folder.skipped.items()] + [f"{folder.duplicates} exact duplicates"]
     left += [f"{folder.other_files} files of other types"] if folder.other_files else []
-    return [*lines, f"left out: {', '.join(left)}"]
+    read = f"; {folder.folders_named_like_documents} folders named like documents, read as folders"
+    return [*lines, f"left out: {', '.join(left)}" + (read if folder.folders_named_like_documents else "")]
+
+
+def skipped_lines(folder: Folder) -> list[str]:
+    """Every skipped entry by name, with why (--list_skipped)."""
+    return [f"skipped ({why}): {p}" for why, paths in folder.skipped_paths.items() for p in paths]
+
+
+def skipped_text(skipped: dict) -> str:
+    """'2 empty, 1 not UTF-8' of a reason -> count dict, or 'none'."""
+    return ", ".join(f"{c} {why}" for why, c in skipped.items()) or "none"
 
 
 def documents_of(ids: np.ndarray, eos: int) -> list[np.ndarray]:
