@@ -71,12 +71,15 @@ def shown(b, part):
 
 def test_the_page_answered_by_keyboard_exports_what_was_pressed_and_runs_no_document(browser, tmp_path):
     given = items()
+    given[5]["nlq"] = given[5]["linear"]  # a pair whose two continuations are the same text
     rid = review.write(tmp_path, given, ("linear", "nlq"), seed=3, title="<b>title</b>")
     key = json.loads((tmp_path / "review_key.json").read_text())
     browser.get((tmp_path / "review.html").as_uri())
-    keys = ["a", "b", "t", "b", "a", "a"]
+    keys = ["a", "B", "t", "b", "A", "a"]  # a capital letter is taken as its letter
     for i, k in enumerate(keys):
         item, order = given[i], key["items"][given[i]["id"]]
+        same = browser.execute_script("return document.getElementById('same').hidden") is False
+        assert same == (i == 5), i  # the page says when A and B are the same text
         assert shown(browser, "prompt") == item["prompt"]  # the document as text, tags and all
         assert shown(browser, "A") == item[order["A"]] and shown(browser, "B") == item[order["B"]]
         assert shown(browser, "truth") == item["truth"]
@@ -93,8 +96,9 @@ def test_the_page_answered_by_keyboard_exports_what_was_pressed_and_runs_no_docu
         if exported.exists():
             break
         time.sleep(0.1)
+    assert shown(browser, "saved") == f"exported 6 answer(s) to choices-{rid}.json (your downloads folder)"
     answers = review.read_choices(exported, key)
-    expected = {g["id"]: {"a": "A", "b": "B", "t": "tie"}[k] for g, k in zip(given, keys)}
+    expected = {g["id"]: {"a": "A", "b": "B", "t": "tie"}[k.lower()] for g, k in zip(given, keys)}
     assert answers == expected
     wins = {"linear": 0, "nlq": 0}
     for item, choice in expected.items():

@@ -151,6 +151,8 @@ pre { white-space: pre-wrap; word-wrap: break-word; background: #f6f6f6; padding
 <body>
 <h1 id="title"></h1>
 <p id="status"></p>
+<p id="same" hidden>A and B are the same text here: answer t (tie).</p>
+<p id="saved"></p>
 <h2>The document's opening</h2><pre id="prompt"></pre>
 <div class="pair"><div><h2>A</h2><pre id="A"></pre></div><div><h2>B</h2><pre id="B"></pre></div></div>
 <details><summary>The document's true continuation</summary><pre id="truth"></pre></details>
@@ -176,6 +178,7 @@ function show() {
     "item " + (at + 1) + " of " + items.length + " (" + done + " answered)" + (mine ? "; your answer: " + mine : "");
   document.getElementById("A").classList.toggle("chosen", mine === "A");
   document.getElementById("B").classList.toggle("chosen", mine === "B");
+  document.getElementById("same").hidden = item.A !== item.B;
 }
 function answer(choice) {
   answers[items[at].id] = choice;
@@ -191,12 +194,16 @@ function exportAnswers() {
   document.body.appendChild(link);
   link.click();
   link.remove();
+  const done = Object.keys(answers).length;
+  document.getElementById("saved").textContent =
+    "exported " + done + " answer(s) to " + link.download + " (your downloads folder)";
 }
 document.addEventListener("keydown", event => {
   const keys = {a: () => answer("A"), b: () => answer("B"), t: () => answer("tie"), e: exportAnswers,
     ArrowLeft: () => { at = Math.max(0, at - 1); show(); },
     ArrowRight: () => { at = Math.min(items.length - 1, at + 1); show(); }};
-  if (keys[event.key]) { event.preventDefault(); keys[event.key](); }
+  const key = event.key.length === 1 ? event.key.toLowerCase() : event.key;  // a capital A, B, T, E alike
+  if (keys[key] && !event.ctrlKey && !event.metaKey && !event.altKey) { event.preventDefault(); keys[key](); }
 });
 show();
 </script>
