@@ -132,3 +132,14 @@ def test_runs_of_other_lengths_are_compared_each_at_its_end(tmp_path):
     )
     with pytest.raises(compare.CompareError, match="leave --step out"):
         compare.at_end(runs, 2)
+
+
+def test_logs_without_tokens_name_the_missing_axis_and_keep_the_equal_step_table():
+    """Metrics written before train.py recorded tokens seen: the table at equal steps stands, and equal FLOPs
+    is named as not computable (the runs logged no tokens) rather than failing the report."""
+    runs = [Run(f"{arm}{s}", {"wandb_run_name": arm, "seed": s, **MODEL}, [{"step": 0, "val_loss": 4.0},
+            {"step": 2, "val_loss": 3.0 - 0.1 * (arm == "nlq") + 0.01 * s}]) for arm in ("baseline", "nlq")
+            for s in (1, 2)]  # fmt: skip
+    lines = compare.table(runs, "baseline", 2)
+    assert any(line.startswith("| nlq |") for line in lines)
+    assert "Not at equal training FLOPs: baseline1, baseline2, nlq1 logged no tokens seen at step 2" in lines

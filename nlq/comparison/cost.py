@@ -122,6 +122,9 @@ def value_at(curve: list, x: float) -> float | None:
 def at_equal_cost(runs, step: int, costs: dict, keys) -> tuple[float, dict]:
     """(the budget: the least cost any run had spent by step, {run name: {key: its value there, and the tokens
     it had seen}}) for one axis's costs per token."""
+    untold = [r.name for r in runs if r.evals.get(step, {}).get("tokens") is None]
+    if untold:  # logs written before train.py recorded tokens, or a stand-in without them
+        raise CostError(f"{', '.join(untold[:3])} logged no tokens seen at step {step}")
     budget = min(r.evals[step]["tokens"] * costs[r.name] for r in runs)
     out = {}
     for r in runs:
