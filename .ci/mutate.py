@@ -87,6 +87,27 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
     "nlq/comparison/screening.py": ["tests/test_screen.py", "-k", "not end_to_end and not side_by_side"],
     "nlq/data/floor.py": ["tests/test_tasks.py"],
     "nlq/data/tasks.py": ["tests/test_tasks.py"],
+    "nlq/data/examples.py": [
+        "tests/test_tasks.py",
+        "tests/test_screen.py",
+        "-k",
+        "not end_to_end and not side_by_side",
+    ],
+    "nlq/eval/accuracy.py": [
+        "tests/test_tasks.py",
+        "tests/test_screen.py",
+        "-k",
+        "not end_to_end and not side_by_side",
+    ],
+    "nlq/comparison/cost.py": [
+        "tests/test_cost.py",
+        "tests/test_screen.py",
+        "-k",
+        "not end_to_end and not side_by_side",
+    ],
+    # the verdict and its blind review (issue 53): their own tests and the option fuzz
+    "nlq/comparison/verdict.py": ["tests/test_verdict.py", "tests/test_fuzz_options.py"],
+    "nlq/eval/review.py": ["tests/test_review.py", "tests/test_verdict.py"],
 }
 # Tests that read the modules' text rather than run them: under mutmut they read the mutated copy, every
 # mutant at once, and fail whichever mutant is active.
