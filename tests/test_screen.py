@@ -7,6 +7,7 @@ import json
 import math
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -445,3 +446,29 @@ def test_mads_macro_accuracy_is_shown_beside_where_every_run_recorded_it():
     lines = screening.setting_lines(result, {"task": "mqar", "settings": {}})
     # final accuracies: base 0.9, 0.9; nlq 0.95, 0.97
     assert any(line.endswith(f"mean over the fresh seeds: base {0.8:.4f}, nlq {0.86:.4f}") for line in lines)
+
+
+def test_mads_training_set_sizes_set_the_examples_and_the_steps_of_200_epochs():
+    """MAD's benchmark changes the training set's size (800 to 12,800 examples): each such setting trains on
+    that many examples for 200 epochs at 64 a step (800 x 200 / 64 = 2,500 steps), and the size is the
+    dataset's, never passed to the task's generator as one of its settings."""
+    settings = screening.mad("in-context-recall", {"vocab_size": 16, "seq_len": 128}, {"num_train_examples": [800]})
+    base, small = settings
+    assert (base.num_train, base.max_iters) == (12_800, 12_800 * 200 // 64)
+    assert (small.num_train, small.max_iters) == (800, 2_500)
+    assert "num_train_examples" not in small.settings and small.axis == ("num_train_examples", 800)
+
+
+def test_tokens_to_the_midpoint_interval_is_the_paired_t_interval_relative_to_the_baselines_mean():
+    """nlq against base over seeds 2-4 (REACHED): sooner by 200, 200, 100 tokens, mean 166.7, sd 57.7, so
+    166.7 ± t(0.975, 2) x 57.7 / sqrt(3), over the baseline's mean of 333.3 tokens."""
+    from scipy import stats
+
+    runs = [reaching(a, 1, 200, "tune") for a in ("base", "nlq")]
+    runs += [reaching(a, seed, t) for a in ("base", "nlq") for seed, t in zip((2, 3, 4), REACHED[a])]
+    entry = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)["arms"]["nlq"]["tokens_to_midpoint"]
+    sooner = [b - n for b, n in zip(REACHED["base"], REACHED["nlq"])]
+    mean, half = statistics.mean(sooner), stats.t.ppf(0.975, 2) * statistics.stdev(sooner) / math.sqrt(3)
+    base = statistics.mean(REACHED["base"])
+    assert entry["improvement"] == pytest.approx(mean / base)
+    assert entry["interval"] == pytest.approx([(mean - half) / base, (mean + half) / base])
