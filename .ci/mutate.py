@@ -10,8 +10,9 @@ after writing its tests (docs/contributing.md).
 The working tree (tracked files and untracked ones git does not ignore, as they are now) is copied to a
 scratch directory, mutmut's settings for the module are added to the copy's pyproject.toml, and each mutant
 runs the tests of TESTS (the module's own by default) that execute the mutated function, the slow ones left
-out; with --tests_from, the tests of that git revision instead (the module as it is now against older
-tests: a before score). The score is killed / (killed + survived); a mutant that times out counts as killed,
+out (--slow keeps them: the end-to-end runs, the only tests that reach a report's writing); with
+--tests_from, the tests of that git revision instead (the module as it is now against older tests: a before
+score). The score is killed / (killed + survived); a mutant that times out counts as killed,
 one that no test reaches as survived. The survivors are printed with their diffs: each is a bug the tests
 would miss.
 """
@@ -161,9 +162,10 @@ def tests_present(dest: Path, tests: list[str], revision: str) -> list[str]:
     return kept
 
 
-def configure(dest: Path, module: str, tests: list[str]) -> None:
+def configure(dest: Path, module: str, tests: list[str], slow: bool = False) -> None:
     scans = [arg for test in SOURCE_SCANS for arg in ("--deselect", test)]
-    selection = json.dumps([*tests, "-m", "not slow", "-p", "no:cacheprovider", *scans])
+    marks = [] if slow else ["-m", "not slow"]
+    selection = json.dumps([*tests, *marks, "-p", "no:cacheprovider", *scans])
     with open(dest / "pyproject.toml", "a") as f:
         f.write(f'\n[tool.mutmut]\nsource_paths = ["{module}"]\nalso_copy = ["."]\n')
         f.write(f"pytest_add_cli_args_test_selection = {selection}\n")
@@ -206,7 +208,7 @@ def run(args) -> float:
         if module.startswith("nlq/interop/hf/"):
             with open(dest / "tests" / "conftest.py", "a") as f:
                 f.write(SAME_MODULE_AS_HF)
-        configure(dest, module, tests)
+        configure(dest, module, tests, args.slow)
         names = mutants(dest, module)
         chosen = sorted(random.Random(args.seed).sample(names, min(args.sample, len(names)))) if args.sample else names
         print(f"{module}: {len(names)} mutants, running {len(chosen)} against {', '.join(tests)}", flush=True)
@@ -236,6 +238,9 @@ def main(argv=None):
     p.add_argument("--sample", type=int, default=0, help="run this many mutants, drawn with --seed (0: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="mutants run at once")
+    p.add_argument(
+        "--slow", action="store_true", help="the tests marked slow too (the end-to-end runs: minutes a mutant)"
+    )
     run(p.parse_args(argv))
 
 

@@ -37,6 +37,14 @@ def test_a_run_is_read_where_it_had_spent_the_budget():
     assert read["b"] == pytest.approx({"val_loss": 2.5 - (1 / 3), "tokens": 400 / 3})
 
 
+def test_a_curve_is_read_linearly_between_its_points_and_nowhere_beyond_them():
+    curve = [(100, 3.0), (200, 2.0), (400, 1.0)]
+    assert [cost.value_at(curve, x) for x in (100, 150, 200, 300, 400)] == pytest.approx([3.0, 2.5, 2.0, 1.5, 1.0])
+    assert cost.value_at(curve, 99) is None and cost.value_at(curve, 401) is None
+    assert cost.value_at([(100, 3.0)], 100) == 3.0 and cost.value_at([(100, 3.0)], 101) is None  # one evaluation
+    assert cost.value_at([], 0) is None
+
+
 def test_seconds_per_token_is_the_median_of_the_logged_steps_and_prices_scale_the_baselines():
     base = run("b1", "base", 1, [(0, 4.0), (100, 3.0)], ms=[10, 30, 20])  # 0.1, 0.3, 0.2 ms a token
     nlq = run("n1", "nlq", 1, [(0, 4.0), (100, 3.0)], ms=[50, 50, 50], query_mode="residual_gelu")
@@ -71,6 +79,10 @@ def test_a_reports_step_ratios_in_each_layout(tmp_path):
     assert prices == pytest.approx({"linear": 1.0, "residual_gelu": 58 / 50, "identity": 41 / 40, "wide_mlp": 1.1})
     (tmp_path / "b.json").write_text(json.dumps(report["steps"]["other_arms"]["result"]))  # a bench.py JSON
     assert cost.read_prices(tmp_path / "b.json")["wide_mlp"] == pytest.approx(1.1)
+    decode_only = {"linear": {"train_step_s": {"median": 2.0}}, "residual_gelu": {"train_step_s": {"median": 3.0}},
+                   "identity": {"decode_tokens_per_s": {"median": 900.0}}}  # fmt: skip
+    (tmp_path / "d.json").write_text(json.dumps({"results": decode_only}))  # an arm bench.py timed no step of
+    assert cost.read_prices(tmp_path / "d.json") == pytest.approx({"linear": 1.0, "residual_gelu": 1.5})
     (tmp_path / "bad.json").write_text(json.dumps({"results": {"identity": {"train_step_s": {"median": 1}}}}))
     with pytest.raises(cost.CostError, match="times no arm beside linear's step"):
         cost.read_prices(tmp_path / "bad.json")

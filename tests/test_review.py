@@ -136,7 +136,10 @@ def test_the_tally_against_hand_computed_values():
         ('{"review": "r", "answers": {"i1": "maybe"}}', "is not a review's answers"),
         ('{"review": "r", "answers": ["A"]}', "is not a review's answers"),
         ('{"review": "other", "answers": {"i1": "A"}}', "not to this report's 'r'"),
-        ('{"review": "r", "answers": {"i1": "A"}, "note": 1}', "holds 'note', which the page never writes"),
+        (
+            '{"review": "r", "answers": {"i1": "A"}, "note": 1}',
+            r"holds 'note', which the page never writes \(it exports review and answers\): export the answers again",
+        ),
         ('{"review": "r", "answers": {"i99": "A"}}', r"answers items this review does not have \('i99'\)"),
         ('{"review": "r", "answers": {}}', "holds no answers"),
     ],

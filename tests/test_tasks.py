@@ -20,7 +20,7 @@ from nlq.comparison.compare import Run
 from nlq.comparison.stats import METRICS
 from nlq.data import tasks
 from nlq.data.dataset import DataError
-from nlq.data.examples import open_examples
+from nlq.data.examples import open_examples, write_task
 from nlq.data.floor import key_blind_floor
 from nlq.data.loader import ExampleBatches, example_rows
 from nlq.eval.accuracy import accuracy, class_counts, macro_accuracy, midpoint, tokens_to_reach
@@ -297,12 +297,14 @@ def test_accuracy_per_token_and_per_example_on_a_hand_made_batch():
         ("in-context-recall", dict(vocab_size=30, seq_len=32, frac_noise=0.4, noise_vocab_size=6)),
         ("noisy-in-context-recall", dict(vocab_size=30, seq_len=32, frac_noise=0.4, noise_vocab_size=6)),
         ("mqar", dict(vocab_size=64, seq_len=32, num_kv_pairs=4)),
+        ("fuzzy-in-context-recall", dict(vocab_size=40, seq_len=48, frac_noise=0.4, noise_vocab_size=6)),
+        ("memorization", dict(vocab_size=40, seq_len=16, frac_noise=0.4, noise_vocab_size=6)),
     ],
 )
 def test_each_role_draws_its_ids_from_its_own_range(task, settings):
     """Over seeds: the roles (keys, values, noise, specials) are disjoint ranges inside the vocabulary; every
-    probed answer is a value, asked by its key at the same input position; noise ids appear where noise was
-    asked for, and are never an answer."""
+    probed answer is a value, asked by its key (at the same input position on recall and MQAR, one before on
+    memorization); noise ids appear where noise was asked for, and are never an answer."""
     for seed in range(4):
         out, vocab, form = tasks.generate(task, settings, 16, 16, seed)
         roles = vocab.roles()
@@ -314,7 +316,13 @@ def test_each_role_draws_its_ids_from_its_own_range(task, settings):
                 continue
             scored = y != -100
             assert scored.any(axis=1).all(), split
-            assert np.isin(y[scored], ranges["values"]).all() and np.isin(x[scored], ranges["keys"]).all(), split
+            assert np.isin(y[scored], ranges["values"]).all(), split
+            # where the key asked stands: at the answer's input position; memorization puts an insert token there
+            # after the key, and fuzzy recall scores the value motif's tokens one after another
+            asked = {"memorization": np.roll(x, 1, axis=1)[scored], "fuzzy-in-context-recall": None}.get(
+                task, x[scored]
+            )
+            assert asked is None or np.isin(asked, ranges["keys"]).all(), split
             if "noise" in ranges:
                 assert np.isin(x, ranges["noise"]).any() and not np.isin(y[scored], ranges["noise"]).any()
 
@@ -546,3 +554,32 @@ def test_points_tied_on_accuracy_are_told_apart_by_their_loss():
         r.evals[10]["val_loss"] = loss
     choice = tuning.choose(runs, ["learning_rate"], METRICS["val_acc"])["base"]
     assert choice["chosen"] == {"learning_rate": 2e-3}
+
+
+@pytest.mark.parametrize("vocab_size, seq_len, c", [(3, 4, 1), (10, 24, 4), (16, 40, 16)])
+def test_selective_copying_writes_out_its_content_in_order_after_the_copy_token(vocab_size, seq_len, c):
+    """Over seeds: the blank and the copy token are the vocabulary's last two ids; every other input id is
+    content; the targets, after the copy token only, are the content tokens in the order they stand (one
+    content token included)."""
+    blank, copy = vocab_size - 2, vocab_size - 1
+    for seed in range(3):
+        x, y, _ = tasks.selective_copying(np.random.default_rng(seed), 8, vocab_size, seq_len, c)
+        assert x.shape == y.shape == (8, seq_len) and ((x >= 0) & (x < vocab_size)).all()
+        for xi, yi in zip(x, y):
+            at = int(np.flatnonzero(xi == copy)[0])
+            assert at == seq_len - c - 1 and (xi[at + 1 :] == blank).all()
+            content = [int(v) for v in xi[:at] if v != blank]
+            assert len(content) == c and [int(v) for v in yi[yi != -100]] == content
+            assert (yi[: at + 1] == -100).all()
+
+
+def test_meta_counts_the_test_inputs_that_training_also_holds(tmp_path):
+    """A setting small enough that inputs repeat: meta.json's count is the test rows found among the
+    training rows, counted here as tuples."""
+    settings = dict(vocab_size=16, seq_len=6)
+    meta, _ = write_task(tmp_path / "d", "memorization", settings, 200, 50, 3)
+    data = open_examples(tmp_path / "d")
+    train = {tuple(row) for row in data.train.inputs.tolist()}
+    repeated = sum(tuple(row) in train for row in data.test.inputs.tolist())
+    assert 0 < repeated < 50 and meta["test_inputs_in_train"] == repeated
+    assert json.loads((tmp_path / "d" / "meta.json").read_text())["test_inputs_in_train"] == repeated

@@ -247,3 +247,89 @@ def test_links_that_lead_nowhere_and_folders_named_like_documents_are_said(tmp_p
     out = capsys.readouterr().out
     assert f"skipped (dangling link): {src / 'gone.md'}" in out and f"skipped (empty): {src / 'empty.txt'}" in out
     assert documents.skipped_text(found.skipped) == "1 dangling link, 2 symlink loop, 1 empty"
+
+
+def test_the_arms_are_the_papers_query_modes_and_its_wide_mlp(tmp_path):
+    """--arms names query modes on the shared config; wide_mlp is linear W_Q with the paper's 4.75x MLP;
+    a .py names a config of one's own, its stem the arm."""
+    from nlq.comparison import verdict
+
+    own = tmp_path / "mine.py"
+    own.write_text("n_layer = 2\n")
+    arms = verdict.arm_list(f"linear, wide_mlp,residual_gelu,{own}", "shared.py")
+    assert arms == [
+        ("linear", "shared.py", ["--query_mode=linear"]),
+        ("wide_mlp", "shared.py", ["--mlp_ratio=4.75"]),
+        ("residual_gelu", "shared.py", ["--query_mode=residual_gelu"]),
+        ("mine", str(own), []),
+    ]
+
+
+@pytest.mark.parametrize(
+    "option, words",
+    [("--temperature=-0.5", "--temperature must be >= 0 and --top_k >= 1"),
+     ("--temperature=nan", "--temperature must be >= 0 and --top_k >= 1"),
+     ("--top_k=0", "--temperature must be >= 0 and --top_k >= 1"),
+     ("--new_tokens=0", "--new_tokens=0: give a number >= 1")],
+)  # fmt: skip
+def test_sampling_options_outside_their_domain_are_named(tmp_path, option, words):
+    src = folder(tmp_path / "docs", n=12)
+    message = error_of([f"--data={src}", f"--out={tmp_path / 'V'}", option, "--dry_run"], verdict_main)
+    assert message == f"error: {words}" and not (tmp_path / "V").exists()
+
+
+@pytest.mark.parametrize(
+    "lengths, fix",
+    [
+        ([10], "raise --test_size (it holds out 1 document(s)) or add documents"),
+        ([30, 1], "raise --test_size (it holds out 2 document(s)) or add documents"),  # a 0-token prompt: no fix
+        ([30, 10, 4], "lower --prompt_tokens to 9 or less"),  # the second longest then has a token to continue
+    ],
+)
+def test_a_review_the_test_split_cannot_give_names_a_fix_that_works(tmp_path, lengths, fix):
+    from types import SimpleNamespace
+
+    from nlq.comparison import verdict
+
+    paths = []
+    for i, n in enumerate(lengths):
+        paths.append(tmp_path / f"t{i}.txt")
+        paths[-1].write_text("ab" * (n // 2) + "a" * (n % 2))
+    assert [len(documents.read_document(p)[0]) for p in paths] == lengths  # one character, one token
+    args = SimpleNamespace(prompt_tokens=24, review_items=3)
+    with pytest.raises(verdict.VerdictError, match=re.escape(fix)):
+        verdict.check_review(args, SimpleNamespace(splits={"test": paths}), list, block_size=48)
+
+
+def test_a_tune_grid_of_two_axes_runs_every_pair_in_stage_1(tmp_path, capsys):
+    """Two --grid options make a grid of their product; stage 1's runs lie where docs/reproduce.md says
+    (OUT/runs/tune-ARM-KEY=VALUE,...-sSEED) and score the validation split's first half."""
+    src, out = folder(tmp_path / "docs"), tmp_path / "V"
+    grid = ["--grid=learning_rate=1e-3,2e-3", "--grid=weight_decay=0,0.1"]
+    verdict_main([f"--data={src}", f"--out={out}", "--tokenizer=char", "--tune", *grid, "--dry_run"])
+    lines = [x for x in capsys.readouterr().out.splitlines() if "--wandb_group=runs/tune " in x]
+    dirs = {re.search(r"--out_dir=(\S+)", x).group(1) for x in lines}
+    assert dirs == {
+        str(out / "runs" / f"tune-{arm}-learning_rate={lr},weight_decay={wd}-s1")
+        for arm in ("linear", "residual_gelu")
+        for lr in ("1e-3", "2e-3")
+        for wd in ("0", "0.1")
+    }
+    assert all("--eval_part=first" in x for x in lines) and not out.exists()
+
+
+def test_a_page_once_written_is_kept_for_the_options_that_made_it(tmp_path):
+    """review.write keeps the options that made the page beside its key; the verdict's rerun with the same
+    options goes on, one with other options is refused, naming the page's."""
+    from argparse import Namespace
+
+    from nlq.comparison import verdict
+    from nlq.eval import review
+
+    args = Namespace(review_items=3, prompt_tokens=24, new_tokens=16, temperature=0.8, top_k=200)
+    item = {"id": "i1", "prompt": "p", "truth": "t", "linear": "x", "residual_gelu": "y"}
+    review.write(tmp_path, [item], ("linear", "residual_gelu"), 1, "a title", verdict.review_options(args))
+    verdict.check_page(tmp_path, args)
+    made = "made with --review_items=3, --prompt_tokens=24, --new_tokens=16, --temperature=0.8, --top_k=200"
+    with pytest.raises(verdict.VerdictError, match=re.escape(made)):
+        verdict.check_page(tmp_path, Namespace(**{**vars(args), "new_tokens": 32}))
