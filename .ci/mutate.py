@@ -19,6 +19,7 @@ would miss.
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -171,6 +172,15 @@ def configure(dest: Path, module: str, tests: list[str], slow: bool = False) -> 
         f.write(f"pytest_add_cli_args_test_selection = {selection}\n")
 
 
+def mutated_imports(dest: Path) -> dict:
+    """The environment for mutmut: a test that runs a script in a process of its own (train.py, a prepare
+    script) imports the mutated copy too. mutmut puts mutants/ first on its own sys.path only; without this a
+    child imports the installed package (pip install -e: the unmutated tree), so a mutant reached only
+    through a child survived, or, with that install elsewhere, every child failed and killed every mutant."""
+    path = [str(dest / "mutants"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def mutants(dest: Path, module: str) -> list[str]:
     """Every mutant's name: mutmut generates them, then stops at a filter that matches none."""
     subprocess.run(["mutmut", "run", "no-mutant-has-this-name"], cwd=dest, capture_output=True)
@@ -213,8 +223,9 @@ def run(args) -> float:
         chosen = sorted(random.Random(args.seed).sample(names, min(args.sample, len(names)))) if args.sample else names
         print(f"{module}: {len(names)} mutants, running {len(chosen)} against {', '.join(tests)}", flush=True)
         ran = subprocess.run(
-            ["mutmut", "run", "--max-children", str(args.jobs), *chosen], cwd=dest, capture_output=True, text=True
-        )
+            ["mutmut", "run", "--max-children", str(args.jobs), *chosen],
+            cwd=dest, capture_output=True, text=True, env=mutated_imports(dest),
+        )  # fmt: skip
         status = results(dest)
         killed = [n for n in chosen if status.get(n) in KILLED]
         survived = [n for n in chosen if status.get(n) in SURVIVED]

@@ -4,6 +4,7 @@ the key-blind floor on hand-made examples, tokens to the midpoint on a hand-made
 grid point by accuracy, and the one-line refusals."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from nlq.comparison.compare import Run
 from nlq.comparison.stats import METRICS
 from nlq.data import tasks
 from nlq.data.dataset import DataError
-from nlq.data.examples import open_examples, write_task
+from nlq.data.examples import open_examples, write_examples, write_task
 from nlq.data.floor import key_blind_floor
 from nlq.data.loader import ExampleBatches, example_rows
 from nlq.eval.accuracy import accuracy, class_counts, macro_accuracy, midpoint, tokens_to_reach
@@ -512,8 +513,6 @@ def test_a_task_setting_that_cannot_be_built_is_one_line(tmp_path, args, words):
 def mqar_data(tmp_path_factory):
     path = tmp_path_factory.mktemp("mqar")
     out, vocab, form = tasks.generate("mqar", dict(vocab_size=32, seq_len=16, num_kv_pairs=4), 64, 32, 1)
-    from nlq.data.examples import write_examples
-
     write_examples(path, out, {"task": "mqar", "vocab_size": 32, "seq_len": 16, "roles": vocab.roles()})
     return path
 
@@ -583,3 +582,64 @@ def test_meta_counts_the_test_inputs_that_training_also_holds(tmp_path):
     repeated = sum(tuple(row) in train for row in data.test.inputs.tolist())
     assert 0 < repeated < 50 and meta["test_inputs_in_train"] == repeated
     assert json.loads((tmp_path / "d" / "meta.json").read_text())["test_inputs_in_train"] == repeated
+
+
+def hand_made_split(n, seq_len, scored_at=1):
+    x = np.arange(n * seq_len, dtype=np.int64).reshape(n, seq_len) % 7
+    y = np.full((n, seq_len), -100, dtype=np.int64)
+    y[:, scored_at] = 3
+    return x, y
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("no_test_targets", "test/targets.npy not found: an examples dataset holds train/ and test/ inputs.npy and"),
+        ("targets_shorter", "must be one shape, examples x seq_len, with at least one example"),
+        ("test_longer", "the splits' examples differ in length ({'train': 8, 'test': 9}): make them one seq_len"),
+        ("float_inputs", "holds float64, not integer ids"),
+        ("id_beyond_vocab", "ids outside 0..7 (meta.json's vocab_size): the data is damaged"),
+    ],
+)
+def test_a_damaged_examples_dataset_is_refused_naming_what_is_wrong(tmp_path, damage, words):
+    splits = {"train": hand_made_split(4, 8), "test": hand_made_split(3, 9 if damage == "test_longer" else 8)}
+    write_examples(tmp_path, splits, {"vocab_size": 8})
+    if damage == "no_test_targets":
+        (tmp_path / "test" / "targets.npy").unlink()
+    elif damage == "targets_shorter":
+        np.save(tmp_path / "train" / "targets.npy", splits["train"][1][:, :7])
+    elif damage == "float_inputs":
+        np.save(tmp_path / "train" / "inputs.npy", splits["train"][0].astype(np.float64))
+    elif damage == "id_beyond_vocab":
+        x = splits["test"][0].copy()
+        x[0, 0] = 8
+        np.save(tmp_path / "test" / "inputs.npy", x)
+    with pytest.raises(DataError, match=re.escape(words)):
+        open_examples(tmp_path)
+
+
+def test_examples_are_not_written_over_unless_asked(tmp_path):
+    """A second write into a dataset's directory is refused and leaves the first; with force it replaces it."""
+    first = {"train": hand_made_split(4, 8), "test": hand_made_split(3, 8)}
+    write_examples(tmp_path, first, {"vocab_size": 8})
+    second = {"train": hand_made_split(2, 8, scored_at=2), "test": hand_made_split(2, 8)}
+    with pytest.raises(DataError, match="already exist: pass --force to overwrite"):
+        write_examples(tmp_path, second, {"vocab_size": 8})
+    assert np.array_equal(open_examples(tmp_path).train.targets, first["train"][1])
+    write_examples(tmp_path, second, {"vocab_size": 8}, force=True)
+    assert np.array_equal(open_examples(tmp_path).train.targets, second["train"][1])
+
+
+def test_a_directory_without_meta_json_takes_its_vocabulary_from_its_largest_id(tmp_path):
+    """MAD-Lab's MemoryDataset output: no meta.json; the vocabulary is the largest id of either array + 1."""
+    x, y = hand_made_split(4, 8)
+    y[2, 5] = 11  # a target id above every input id (inputs are 0..6)
+    write_examples(tmp_path, {"train": (x, y), "test": hand_made_split(3, 8)}, {"vocab_size": 12})
+    (tmp_path / "meta.json").unlink()
+    assert open_examples(tmp_path).meta["vocab_size"] == 12
+
+
+def test_in_context_recall_trains_on_every_next_token_unless_told_as_mad_does():
+    """MAD's generator, called as MAD calls it: the training targets are the whole sequence shifted by one."""
+    x, y, _ = tasks.in_context_recall(np.random.default_rng(0), 8, vocab_size=16, seq_len=16, train=True)
+    assert np.array_equal(y[:, :-1], x[:, 1:])
