@@ -472,3 +472,33 @@ def test_tokens_to_the_midpoint_interval_is_the_paired_t_interval_relative_to_th
     base = statistics.mean(REACHED["base"])
     assert entry["improvement"] == pytest.approx(mean / base)
     assert entry["interval"] == pytest.approx([(mean - half) / base, (mean + half) / base])
+
+
+def test_the_figures_draw_each_arms_means_the_floor_and_the_midpoint(monkeypatch, tmp_path):
+    """What the page's figures say they show, read back from the drawn axes: per setting, each arm's mean
+    curve over its seeds, the floor dashed and the midpoint dotted; the bars at each arm's mean accuracy,
+    with the floor dashed across each setting."""
+    drawn = []
+    monkeypatch.setattr(screening, "save", lambda fig, path: drawn.append(fig))
+    curves = {"base": {"2": [[0, 0.1], [100, 0.3]], "3": [[0, 0.3], [100, 0.9]]},
+              "nlq": {"2": [[0, 0.2], [100, 1.0]], "3": [[0, 0.2], [100, 0.8]]}}  # fmt: skip
+    report = {"overall": {"arms": {}}, "settings": {}}
+    for name, floor, mid in (("recall", 0.4, 0.7), ("mqar", 0.5, 0.75)):
+        arms = {arm: {"curves": c, "val_acc_mean": 0.6 + 0.1 * i, "val_acc_std": 0.05} for i, (arm, c) in
+                enumerate(curves.items())}  # fmt: skip
+        report["settings"][name] = {"floor": {"token": floor}, "midpoint": mid, "arms": arms}
+    screening.plot_curves(report, tmp_path / "c.png")
+    for ax, (name, floor, mid) in zip(drawn[0].axes, (("recall", 0.4, 0.7), ("mqar", 0.5, 0.75))):
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert ax.get_title() == name and ax.get_ylabel() == "test accuracy"
+        assert list(lines["base"].get_ydata()) == pytest.approx([0.2, 0.6])  # (0.1 + 0.3) / 2, (0.3 + 0.9) / 2
+        assert list(lines["nlq"].get_ydata()) == pytest.approx([0.2, 0.9])
+        assert list(lines["base"].get_xdata()) == pytest.approx([0, 100 / 1e6])  # millions of tokens
+        styles = {line.get_linestyle(): line.get_ydata()[0] for line in ax.get_lines() if line.get_label()[0] == "_"}
+        assert styles == pytest.approx({"--": floor, ":": mid})
+    screening.plot_accuracy(report, tmp_path / "a.png")
+    ax = drawn[1].axes[0]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == [0.6, 0.6, 0.7, 0.7] and ax.get_ylabel() == "test accuracy per scored token"
+    floors = sorted(float(y) for c in ax.collections if c.get_linestyle()[0][1] for y in c.get_segments()[0][:, 1])
+    assert floors == pytest.approx([0.4, 0.4, 0.5, 0.5])

@@ -643,3 +643,11 @@ def test_in_context_recall_trains_on_every_next_token_unless_told_as_mad_does():
     """MAD's generator, called as MAD calls it: the training targets are the whole sequence shifted by one."""
     x, y, _ = tasks.in_context_recall(np.random.default_rng(0), 8, vocab_size=16, seq_len=16, train=True)
     assert np.array_equal(y[:, :-1], x[:, 1:])
+
+
+def test_mqar_asks_every_key_of_its_range():
+    """Zoology's keys are drawn from the whole lower half of the vocabulary but id 0: over 200 examples of 4
+    pairs, every key id 1..31 is asked somewhere (a range cut short by one id would leave 31 unasked)."""
+    out, vocab, _ = tasks.generate("mqar", dict(vocab_size=64, seq_len=16, num_kv_pairs=4), 200, 8, 0)
+    x, y = out["train"]
+    assert vocab.roles()["keys"] == [1, 32] and set(x[y != -100].tolist()) == set(range(1, 32))
