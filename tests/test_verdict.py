@@ -151,6 +151,9 @@ def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
     for name in ("report.md", "curves.png"):
         assert (out / name).stat().st_size > 0
     report_md = (out / "report.md").read_text()  # beside equal steps, at equal FLOPs (12 steps log no step time)
+    for block in report_md.strip().split("\n\n"):  # markdown's blocks: a heading, a table or a paragraph alone
+        starts = {line[:1] if line[:1] in "#|" else "text" for line in block.splitlines()}
+        assert len(starts) == 1 and (starts != {"#"} or len(block.splitlines()) == 1), block
     assert "At equal training FLOPs: each run read where" in report_md
     assert "Not at equal training time: some run lacks it" in report_md
     # the reviewer's answers: A for every item; the tally unblinds them through the key
@@ -333,3 +336,20 @@ def test_a_page_once_written_is_kept_for_the_options_that_made_it(tmp_path):
     made = "made with --review_items=3, --prompt_tokens=24, --new_tokens=16, --temperature=0.8, --top_k=200"
     with pytest.raises(verdict.VerdictError, match=re.escape(made)):
         verdict.check_page(tmp_path, Namespace(**{**vars(args), "new_tokens": 32}))
+
+
+@pytest.mark.parametrize("new_tokens, prompt, new", [(4, 12, 4), (16, 8, 8), (20, 8, 8)])
+def test_the_latency_table_fits_its_prompt_and_continuation_in_the_context(new_tokens, prompt, new):
+    """A context of 16: the asked prompt (24) shortened so that the asked continuation fits; a continuation
+    that fills the context or more gets half of it, after a prompt of the other half."""
+    from argparse import Namespace
+
+    from model import GPT, GPTConfig
+    from nlq.comparison import verdict
+
+    shape = dict(n_layer=1, n_head=2, n_embd=16, block_size=16, vocab_size=32)
+    models = {mode: GPT(GPTConfig(**shape, query_mode=mode)).eval() for mode in ("linear", "residual_gelu")}
+    args = Namespace(prompt_tokens=24, new_tokens=new_tokens, latency_repeats=1)
+    found = verdict.measure_latency(args, models, "linear", "cpu")
+    assert (found["prompt"], found["new_tokens"]) == (prompt, new) and isinstance(found["prompt"], int)
+    assert set(found["arms"]) == {"linear", "residual_gelu"}
