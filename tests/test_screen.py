@@ -502,3 +502,21 @@ def test_the_figures_draw_each_arms_means_the_floor_and_the_midpoint(monkeypatch
     assert heights == [0.6, 0.6, 0.7, 0.7] and ax.get_ylabel() == "test accuracy per scored token"
     floors = sorted(float(y) for c in ax.collections if c.get_linestyle()[0][1] for y in c.get_segments()[0][:, 1])
     assert floors == pytest.approx([0.4, 0.4, 0.5, 0.5])
+
+
+def test_the_screens_own_report_chooses_each_arms_point_by_accuracy():
+    """Through setting_report, as the screen calls it: on the tune seed lr 1e-3 ends at accuracy 0.9 with a
+    loss of 2.0, lr 3e-3 at 0.8 with 1.0; the accuracy's choice (1e-3) is reported, with its fresh seeds (a
+    choice by loss would find them at another point and be refused)."""
+
+    def tune(lr, acc, loss):
+        r = run("base", 1, [0.2, acc], "tune", lr=lr, steps=1)
+        for e in r.evals.values():
+            e["val_loss"] = loss
+        return r
+
+    runs = [tune(1e-3, 0.9, 2.0), tune(3e-3, 0.8, 1.0)]
+    runs += [run("base", s, [0.2, 0.5, 0.7, 0.9, a], lr=1e-3) for s, a in ((2, 0.95), (3, 0.91))]
+    result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
+    assert result["arms"]["base"]["chosen"] == {"learning_rate": 1e-3}
+    assert result["arms"]["base"]["val_acc_mean"] == pytest.approx(0.93)  # (0.95 + 0.91) / 2: the 1e-3 seeds
