@@ -24,16 +24,27 @@ import torch.nn.functional as F
 
 from nlq.common.domains import At, OneOf, check
 
+ROW_KERNELS = ("addmv", "linear")
+
 
 class Linear(nn.Linear):
-    """nn.Linear, except that a single row on a CPU (a token of single-stream decoding) goes through addmv.
-    Decoding a token reads every weight once, so this product's rate is the decode speed, and this
-    PyTorch's bf16 F.linear of one row is the slower kernel: GPT-2 small's 49 matrices took 19.0 ms
-    against addmv's 14.3 ms (best of 6 interleaved rounds, 2-core Xeon with AMX; float32: equal). Under
-    autocast nn.Linear's path is kept: autocast casts for F.linear, and has no rule for addmv."""
+    """nn.Linear, except that a single row on a CPU (a token of single-stream decoding) may go through addmv.
+    Decoding a token reads every weight once, so this product's rate is the decode speed, and which kernel
+    is faster for one row depends on the CPU: in bf16 GPT-2 small's 49 matrices took 19.0 ms in F.linear
+    against addmv's 14.3 ms on a 2-core Xeon with AMX, and 20-24 against 27-29 ms on a 2-core AMD EPYC
+    with AVX512-BF16 and no AMX (float32: equal on both). row_kernel says which ("addmv" or "linear");
+    decoding measures it per machine (nlq/inference/sampling.py). Under autocast nn.Linear's path is kept:
+    autocast casts for F.linear, and has no rule for addmv."""
+
+    row_kernel = "addmv"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or x.shape[:-1].numel() != 1 or torch.is_autocast_enabled("cpu"):
+        if (
+            self.row_kernel != "addmv"
+            or x.device.type != "cpu"
+            or x.shape[:-1].numel() != 1
+            or torch.is_autocast_enabled("cpu")
+        ):
             return super().forward(x)
         row = x.reshape(-1)
         y = torch.mv(self.weight, row) if self.bias is None else torch.addmv(self.bias, self.weight, row)
@@ -541,6 +552,14 @@ class GPT(nn.Module):
             self.transformer.wpe.weight = nn.Parameter(self.transformer.wpe.weight[:block_size])
         if self.rotary is not None:
             self.rotary.cos, self.rotary.sin = self.rotary.cos[:block_size], self.rotary.sin[:block_size]
+
+    def use_row_kernel(self, kernel: str) -> None:
+        """The kernel every Linear of the model uses for a single row on a CPU (Linear's docstring)."""
+        if kernel not in ROW_KERNELS:
+            raise ValueError(f"kernel={kernel!r}: give one of {', '.join(ROW_KERNELS)}")
+        for m in self.modules():
+            if isinstance(m, Linear):
+                m.row_kernel = kernel
 
     def configure_optimizers(self, weight_decay: float, learning_rate: float, betas, device_type: str):
         """AdamW with weight decay on the trainable parameters of two or more dims (matrices, embeddings) and

@@ -105,6 +105,71 @@ def test_sample_on_a_cpu_decodes_with_the_weights_in_the_dtype_measured_faster(r
         assert decoded == samples(run_dir, *greedy, "--dtype=bfloat16")
 
 
+def test_one_row_products_go_through_the_kernel_the_model_is_set_to(monkeypatch):
+    """On a CPU one row (a decode step) goes through addmv or F.linear as row_kernel says; more rows never
+    through addmv; both kernels give the same logits."""
+    from model import GPT, GPTConfig
+
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=32)).eval()
+    x = torch.tensor([[3]])
+    with torch.no_grad():
+        by_addmv = model(x, last_only=True)[0]
+        model.use_row_kernel("linear")
+        for name in ("addmv", "mv"):  # (mv where there is no bias) F.linear's path must not reach them
+            monkeypatch.setattr(torch, name, lambda *a: 1 / 0)
+        by_linear = model(x, last_only=True)[0]
+        model(torch.tensor([[3, 4]]))  # two rows: F.linear whatever the kernel
+        model.use_row_kernel("addmv")
+        with pytest.raises(ZeroDivisionError):
+            model(x, last_only=True)
+    assert torch.allclose(by_addmv, by_linear, atol=1e-6)
+    with pytest.raises(ValueError, match="give one of addmv, linear"):
+        model.use_row_kernel("gemv")
+
+
+@pytest.mark.parametrize("ratios, chosen", [((0.7, 0.72, 0.69), "linear"), ((0.7, 0.95, 0.7), "addmv"),
+                                            ((1.3, 1.2, 1.4), "addmv")])  # fmt: skip
+def test_the_one_row_kernel_is_f_linear_only_where_faster_in_every_trial(monkeypatch, ratios, chosen):
+    """A clock the steps advance: addmv takes 1 s a step, F.linear ratio x 1 s (warm-up pair first)."""
+    from nlq.run import hardware
+
+    clock = [0.0]
+    monkeypatch.setattr(hardware.time, "perf_counter", lambda: clock[0])
+    times = iter([1.0, 1.0, *[t for r in ratios for t in (1.0, r)]])
+
+    def step(kernel):
+        clock[0] += next(times)
+
+    kernel, why = hardware.choose_row_kernel(step, "a step")
+    shown = ", ".join(f"{r:.2f}" for r in ratios)
+    assert kernel == chosen and f"a step took {shown} x addmv's time through F.linear over 3 interleaved" in why
+
+
+def test_decoding_measures_the_row_kernel_once_per_width_and_dtype(monkeypatch, tmp_path):
+    """The first model of a width measures (both kernels' steps run); the next arm of that width reuses the
+    choice, so every arm decodes through one kernel; a batch of rows measures nothing."""
+    from model import GPT, GPTConfig
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+
+    def measured(step, what):
+        for kernel in ("addmv", "linear"):
+            step(kernel)
+        calls.append(what)
+        return "linear", f"{what}: stub"
+
+    monkeypatch.setattr(sampling, "choose_row_kernel", measured)
+    shape = dict(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=32)
+    for mode in ("linear", "residual_gelu"):
+        model, _, _, why = decoding_precision(GPT(GPTConfig(**shape, query_mode=mode)), "cpu", "float32")
+        assert {m.row_kernel for m in model.modules() if hasattr(m, "row_kernel")} == {"linear"}
+        assert why == "a decode step of 1 token in float32 at n_embd=16: stub"
+    assert calls == ["a decode step of 1 token in float32 at n_embd=16"]
+    model, _, _, why = decoding_precision(GPT(GPTConfig(**shape)), "cpu", "float32", rows=3)
+    assert why is None and {m.row_kernel for m in model.modules() if hasattr(m, "row_kernel")} == {"addmv"}
+
+
 def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
     (tmp_path / "p.txt").write_text("KING:")
     assert all(s.startswith("KING:") for s in samples(run_dir, f"--start=FILE:{tmp_path / 'p.txt'}"))

@@ -11,12 +11,20 @@ from typing import Annotated
 
 import torch
 
+from model import ROW_KERNELS
 from nlq.common.domains import DEVICE, DTYPE, AnyText, At, OneOf, Text, check
 from nlq.common.errors import ConfigError
 from nlq.data.tokenizer import codec, tokenizer_vocab
 from nlq.eval.decoding import PATHS, Decoder
 from nlq.run.checkpoint import load_for_inference
-from nlq.run.hardware import choose_cpu_dtype, resolve_device, resolve_dtype
+from nlq.run.hardware import (
+    choose_cpu_dtype,
+    choose_row_kernel,
+    dtype_name,
+    machine_cached,
+    resolve_device,
+    resolve_dtype,
+)
 
 
 @dataclass
@@ -61,7 +69,15 @@ def decoding_precision(model, device: str, name: str, rows: int = 1):
         return model.to(dtype), nullcontext(), dtype, None
     if name != "auto":
         dtype = resolve_dtype(name, "cpu")
-        return model.to(dtype), nullcontext(), dtype, None
+        model, why = model.to(dtype), None
+    else:
+        model, dtype, why = measured_dtype(model, rows)
+    kernel = row_kernel(model, dtype) if rows == 1 else None
+    return model, nullcontext(), dtype, "; ".join(w for w in (why, kernel) if w) or None
+
+
+def measured_dtype(model, rows: int):
+    """(model in the dtype a decode step of rows tokens is faster in on this CPU, that dtype, how chosen)."""
     models = {torch.float32: model.float()}
     tokens = torch.zeros(rows, 1, dtype=torch.long)
 
@@ -72,7 +88,31 @@ def decoding_precision(model, device: str, name: str, rows: int = 1):
         models[dtype](tokens, last_only=True)
 
     dtype, why = choose_cpu_dtype(decode_step, what=f"a decode step of {rows} token(s)")
-    return models[dtype], nullcontext(), dtype, why
+    return models[dtype], dtype, why
+
+
+def row_kernel(model, dtype) -> str:
+    """Sets the kernel of model's one-row products to the faster on this CPU (hardware.choose_row_kernel),
+    measured on a decode step of one token once per machine, dtype and width and kept
+    (~/.cache/nonlinear-queries/cpu_row_kernel.json): every arm of a width decodes through the same kernel.
+    Returns how it was chosen."""
+    tokens = torch.zeros(1, 1, dtype=torch.long)
+
+    @torch.no_grad()
+    def decode_step(kernel):
+        model.use_row_kernel(kernel)
+        model(tokens, last_only=True)
+
+    what = f"a decode step of 1 token in {dtype_name(dtype)} at n_embd={model.config.n_embd}"
+    kernel, why = machine_cached(
+        "cpu_row_kernel", what, lambda: list(choose_row_kernel(decode_step, what)), valid=is_kernel_choice
+    )
+    model.use_row_kernel(kernel)
+    return why
+
+
+def is_kernel_choice(value) -> bool:
+    return isinstance(value, list) and len(value) == 2 and value[0] in ROW_KERNELS and isinstance(value[1], str)
 
 
 def generate(cfg: SampleConfig):

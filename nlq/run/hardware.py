@@ -81,21 +81,42 @@ def choose_cpu_dtype(
     faster depends on the model's size as much as on the CPU, so it is measured, not assumed."""
     if not cpu_has_native_bf16():
         return torch.float32, "float32 (this CPU's flags show no native bf16)"
-    ratios = []
-    for trial in range(1 + trials):
-        seconds = {}
-        for dtype in (torch.float32, torch.bfloat16):
-            t = time.perf_counter()
-            step(dtype)
-            seconds[dtype] = time.perf_counter() - t
-        if trial:
-            ratios.append(seconds[torch.bfloat16] / seconds[torch.float32])
+    ratios = interleaved_ratios(step, torch.float32, torch.bfloat16, trials)
     chosen = torch.bfloat16 if max(ratios) < margin else torch.float32
     shown = ", ".join(f"{r:.2f}" for r in ratios)
     how = (
         f"{what} took {shown} x float32's time in bf16 over {trials} interleaved trials; bf16 if under {margin} in each"
     )
     return chosen, f"{dtype_name(chosen)} ({how})"
+
+
+def interleaved_ratios(step, default, other, trials: int) -> list[float]:
+    """step(other)'s time over step(default)'s in each of trials interleaved pairs, after one pair to warm up."""
+    ratios = []
+    for trial in range(1 + trials):
+        seconds = {}
+        for choice in (default, other):
+            t = time.perf_counter()
+            step(choice)
+            seconds[choice] = time.perf_counter() - t
+        if trial:
+            ratios.append(seconds[other] / seconds[default])
+    return ratios
+
+
+def choose_row_kernel(step, what: str = "a decode step", margin: float = 0.9, trials: int = 3) -> tuple[str, str]:
+    """The kernel of a single row's products on this CPU (model.Linear's row_kernel), and how it was chosen:
+    F.linear ("linear") only where step("linear") took under margin x step("addmv")'s time in every one of
+    trials interleaved pairs, as choose_cpu_dtype decides (a busy machine keeps addmv). Which is faster
+    depends on the CPU and the dtype (model.Linear's docstring), so it is measured, not assumed."""
+    ratios = interleaved_ratios(step, "addmv", "linear", trials)
+    chosen = "linear" if max(ratios) < margin else "addmv"
+    shown = ", ".join(f"{r:.2f}" for r in ratios)
+    how = (
+        f"{what} took {shown} x addmv's time through F.linear over {trials} interleaved trials; F.linear if "
+        f"under {margin} in each"
+    )
+    return chosen, f"one-row products through {'F.linear' if chosen == 'linear' else 'addmv'} ({how})"
 
 
 def autocast(device: str, dtype: torch.dtype):
