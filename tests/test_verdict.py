@@ -353,3 +353,26 @@ def test_the_latency_table_fits_its_prompt_and_continuation_in_the_context(new_t
     found = verdict.measure_latency(args, models, "linear", "cpu")
     assert (found["prompt"], found["new_tokens"]) == (prompt, new) and isinstance(found["prompt"], int)
     assert set(found["arms"]) == {"linear", "residual_gelu"}
+
+
+def test_stage_2_runs_that_did_not_finish_are_counted_and_the_rerun_named(tmp_path, monkeypatch):
+    """--tune: stage 1's two runs finish, one of stage 2's six does not; the verdict stops there, counting it."""
+    from argparse import Namespace
+
+    from nlq.comparison import sweep, verdict
+
+    launched = []
+
+    def launch(runs, args, extra, tolerate=None):
+        launched.append(runs)
+        return (runs if len(launched) == 1 else runs[1:]), {}
+
+    monkeypatch.setattr(sweep, "launch", launch)
+    monkeypatch.setattr(sweep, "chosen_points", lambda first, keys: {"linear": {}, "residual_gelu": {}})
+    config = str(ROOT / "config" / "verdict.py")
+    arms = [(a, config, [f"--query_mode={a}"]) for a in ("linear", "residual_gelu")]
+    first = [sweep.runs_with(config, a, [1], tmp_path, o, {}, "tune")[0] for a, _, o in arms]
+    args = Namespace(tune=True, seeds="2,3,4")
+    with pytest.raises(verdict.VerdictError, match=re.escape("1 stage-2 runs did not finish (above): run the same")):
+        verdict.train_all(args, arms, first, ["learning_rate"], tmp_path, [])
+    assert [len(r) for r in launched] == [2, 6]  # stage 2: 2 arms x seeds 2, 3, 4
