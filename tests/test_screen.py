@@ -174,18 +174,23 @@ def test_the_overall_answer_leaves_out_a_setting_that_is_not_informative():
     assert out["arms"]["nlq"]["tokens_to_midpoint"]["mean"] == pytest.approx((150 + 50) / 2)
 
 
+def ranked_apart():
+    """Two stage-1 points of base on the tune seed that accuracy and loss rank the other way round: lr 1e-3
+    ends at accuracy 0.9 with a loss of 2.0, lr 3e-3 at 0.8 with 1.0."""
+    runs = []
+    for lr, acc, loss in ((1e-3, 0.9, 2.0), (3e-3, 0.8, 1.0)):
+        runs.append(run("base", 1, [0.2, acc], "tune", lr=lr, steps=1))
+        for e in runs[-1].evals.values():
+            e["val_loss"] = loss
+    return runs
+
+
 def test_stage_one_chooses_by_accuracy_where_the_loss_ranks_the_points_the_other_way():
     """The screen's choice per arm is the grid point of highest final test accuracy (tuning.choose with
-    ACCURACY): here lr 1e-3 has the higher accuracy and also the higher loss, so choosing by loss would pick 3e-3."""
+    ACCURACY): lr 1e-3 has the higher accuracy and also the higher loss, so choosing by loss would pick 3e-3."""
     from nlq.comparison import tuning
 
-    def point(lr, acc, loss):
-        r = run("base", 1, [0.2, acc], "tune", lr=lr, steps=1)
-        for e in r.evals.values():
-            e["val_loss"] = loss
-        return r
-
-    runs = [point(1e-3, 0.9, 2.0), point(3e-3, 0.8, 1.0)]
+    runs = ranked_apart()
     assert tuning.choose(runs, ["learning_rate"], screening.ACCURACY)["base"]["chosen"] == {"learning_rate": 1e-3}
     assert tuning.choose(runs, ["learning_rate"])["base"]["chosen"] == {"learning_rate": 3e-3}  # by loss: the other
 
@@ -505,17 +510,9 @@ def test_the_figures_draw_each_arms_means_the_floor_and_the_midpoint(monkeypatch
 
 
 def test_the_screens_own_report_chooses_each_arms_point_by_accuracy():
-    """Through setting_report, as the screen calls it: on the tune seed lr 1e-3 ends at accuracy 0.9 with a
-    loss of 2.0, lr 3e-3 at 0.8 with 1.0; the accuracy's choice (1e-3) is reported, with its fresh seeds (a
-    choice by loss would find them at another point and be refused)."""
-
-    def tune(lr, acc, loss):
-        r = run("base", 1, [0.2, acc], "tune", lr=lr, steps=1)
-        for e in r.evals.values():
-            e["val_loss"] = loss
-        return r
-
-    runs = [tune(1e-3, 0.9, 2.0), tune(3e-3, 0.8, 1.0)]
+    """Through setting_report, as the screen calls it, on ranked_apart's points: the accuracy's choice (1e-3)
+    is reported, with its fresh seeds (a choice by loss would find them at another point and be refused)."""
+    runs = ranked_apart()
     runs += [run("base", s, [0.2, 0.5, 0.7, 0.9, a], lr=1e-3) for s, a in ((2, 0.95), (3, 0.91))]
     result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
     assert result["arms"]["base"]["chosen"] == {"learning_rate": 1e-3}
