@@ -59,7 +59,7 @@ def check(tmp_path, *options, env=None):
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=600,
+        timeout=3600,  # a hang guard, not a speed bound: every step took over 600 s beside the suite and two loads
     )
     return done, json.loads(out.read_text())
 
