@@ -188,10 +188,6 @@ class KVCache:
     def capacity(self) -> int:
         return self.k.size(3)
 
-    @property
-    def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
-
     def reset(self):
         self.pos = 0
 
@@ -206,17 +202,23 @@ class StaticKVCache(KVCache):
     """A KVCache whose every step has the same shapes and reads no host value: the position is a device
     tensor, and attention reads every slot, those at or past the position masked out. A one-token step is
     then one fixed sequence of kernels, which a CUDA graph captures once and replays (nlq/eval/decoding.py).
-    Slots start at zero: a masked slot's weight is exactly 0, and 0 times garbage could be NaN."""
+    Slots start at zero: a masked slot's weight is exactly 0, and 0 times garbage could be NaN. Each layer's
+    keys and values are a tensor of their own, not a view of one: torch.compile then writes a step's slots in
+    place, where through a view it copies the layer's whole cache twice a step."""
 
     static = True
 
     def __init__(self, config: GPTConfig, batch_size: int, device=None, dtype=torch.float32):
-        shape = (config.n_layer, batch_size, config.kv_heads, config.block_size, config.head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        shape = (batch_size, config.kv_heads, config.block_size, config.head_dim)
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.pos = torch.zeros((), dtype=torch.long, device=device)
         self.slots = torch.arange(config.block_size, device=device)
         self.positions = self.mask = None  # of the step being computed (begin)
+
+    @property
+    def capacity(self) -> int:
+        return self.slots.numel()
 
     def reset(self):
         self.pos.zero_()

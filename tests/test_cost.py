@@ -72,6 +72,9 @@ def test_a_reports_step_ratios_in_each_layout(tmp_path):
                                                   "identity": {"train_step_s": {"median": 0.041}},
                                                   "wide_mlp": {"train_step_s": {"median": 0.044}}}}},
             "gpu_tests": {"result": None},
+            # decoding only, as bench.py writes it (no step timed), alone and two to a step: nothing to price
+            "decode": {"result": {"results": {"linear": {"train_step_s": None}, "wide_mlp": {"train_step_s": None}}}},
+            "decode_compiled": {"result": {"graph": {"results": {"linear": {"train_step_s": None}}}}},
         }
     }  # fmt: skip
     (tmp_path / "r.json").write_text(json.dumps(report))

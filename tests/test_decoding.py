@@ -35,6 +35,45 @@ def test_greedy_tokens_through_the_static_cache_are_generates(kw):
     )
 
 
+@pytest.mark.parametrize("kw", [
+    dict(query_mode="linear"),
+    dict(query_mode="residual_gelu", pos_embedding="rotary", n_kv_head=1, bias=True),
+])  # fmt: skip
+def test_greedy_tokens_through_the_compiled_step_are_generates(kw):
+    """The one-token step compiled (torch.compile's C++ kernels on a CPU), prompts prefilled eagerly: the same
+    tokens as GPT.generate, past a full context, and the cache's position as the eager step leaves it."""
+    model = model_of(**kw)
+    prompt = torch.randint(0, SHAPE["vocab_size"], (2, 10), generator=torch.Generator().manual_seed(1))
+    decoder = Decoder(model, batch=2, path="compiled")
+    assert torch.equal(decoder.generate(prompt, 30, temperature=0), model.generate(prompt, 30, temperature=0))
+    assert decoder.path == "compiled" and decoder.why is None
+    assert decoder.label == "static KV cache, compiled step"
+    with torch.no_grad():
+        decoder.prefill(prompt[:, :4])
+        for _ in range(3):
+            decoder.step(prompt[:, :1])
+    assert int(decoder.cache.pos) == 7
+
+
+def test_a_step_that_fails_to_compile_is_taken_eagerly_and_said(monkeypatch):
+    """torch.compile breaking at the first step (a missing C compiler, an op inductor refuses): the Decoder
+    decodes the eager static cache, gives generate's tokens, and its reason names the failure."""
+
+    def broken(fn, **options):
+        def compiled(*args):
+            raise RuntimeError("planted: no C++ compiler\nsecond line")
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken)
+    model = model_of(query_mode="residual_gelu")
+    prompt = torch.randint(0, SHAPE["vocab_size"], (1, 6), generator=torch.Generator().manual_seed(4))
+    decoder = Decoder(model, path="compiled")
+    assert torch.equal(decoder.generate(prompt, 8, temperature=0), model.generate(prompt, 8, temperature=0))
+    assert decoder.path == "static" and decoder.label == "static KV cache, eager"
+    assert decoder.why == "torch.compile failed (RuntimeError: planted: no C++ compiler): static KV cache, eager"
+
+
 def test_sampled_tokens_follow_the_generator_as_generate_does():
     model = model_of(query_mode="residual_gelu")
     prompt = torch.randint(0, SHAPE["vocab_size"], (1, 5), generator=torch.Generator().manual_seed(2))

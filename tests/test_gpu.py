@@ -102,6 +102,26 @@ def test_cuda_graph_decoding_gives_the_eager_paths_tokens(mode, without_tf32):
     assert torch.equal(Decoder(model, batch=2, path="static").generate(prompt, 70, temperature=0), expected)
 
 
+@pytest.mark.parametrize("mode", ["linear", "residual_gelu"])
+def test_the_compiled_step_inside_the_cuda_graph_gives_generates_tokens(mode, without_tf32):
+    """The one-token step compiled by torch.compile, then captured: GPT.generate's greedy tokens in float32, past
+    a full context, with no fallback taken. Weights of order one, so that no two top logits are near a tie that
+    a fused kernel's summation order could break."""
+    torch.manual_seed(0)
+    config = GPTConfig(block_size=64, vocab_size=97, n_layer=2, n_head=4, n_embd=64, query_mode=mode, n_kv_head=2)
+    model = GPT(config).cuda().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1))
+    prompt = torch.randint(0, 97, (2, 10), device="cuda")
+    expected = model.generate(prompt, 70, temperature=0)
+    compiled = Decoder(model, batch=2, path="compiled")
+    for _ in range(2):
+        assert torch.equal(compiled.generate(prompt, 70, temperature=0), expected)
+    assert compiled.path == "compiled" and compiled.why is None and 1 in compiled.graphs
+    assert compiled.label == "static KV cache, compiled step, CUDA graphs"
+
+
 @pytest.mark.skipif(
     torch.cuda.device_count() < 2, reason="FSDP on one GPU exchanges nothing between GPUs: needs two or more"
 )

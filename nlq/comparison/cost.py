@@ -65,10 +65,12 @@ def step_ratios(result: dict) -> dict:
     """{arm: step time / linear's} of one report result, in any of its three layouts; {} without linear."""
     if isinstance(result.get("results"), dict):  # bench.py: train_step_s per arm
         times = {
-            a: r.get("train_step_s", {}).get("median") for a, r in result["results"].items() if isinstance(r, dict)
+            a: (r.get("train_step_s") or {}).get("median")  # None where bench timed decoding only
+            for a, r in result["results"].items()
+            if isinstance(r, dict)
         }
     elif isinstance(result.get("variants"), dict):  # gpu_check's step costs: ms per variant
-        times = {a: r.get("ms", {}).get("median") for a, r in result["variants"].items() if isinstance(r, dict)}
+        times = {a: (r.get("ms") or {}).get("median") for a, r in result["variants"].items() if isinstance(r, dict)}
     else:  # gpu_check's train loop: ms_per_step per arm
         times = {a: r.get("ms_per_step") for a, r in result.items() if isinstance(r, dict)}
     times = {a: t for a, t in times.items() if isinstance(t, (int, float)) and t > 0}

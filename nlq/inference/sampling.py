@@ -40,8 +40,8 @@ class SampleConfig:
     use_cache: bool = True  # KV cache; False recomputes the whole context per token (as nanoGPT)
     device: Annotated[str, DEVICE] = "auto"  # auto: cuda if available, else cpu
     dtype: Annotated[str, DTYPE] = "auto"  # on a CPU, the weights' dtype (auto: measured)
-    decode: Annotated[str, OneOf(*PATHS)] = "auto"  # auto: CUDA graphs on a GPU, the KV cache on a CPU (decoding.py)
-    compile: bool = False  # accepted for nanoGPT's command lines; decoding here is not compiled
+    decode: Annotated[str, OneOf(*PATHS)] = "auto"  # auto: CUDA graphs on GPU, KV cache on CPU; compiled: step fused
+    compile: bool = False  # accepted for nanoGPT's command lines; --decode=compiled compiles the decode step
 
     def __post_init__(self):
         check(self)
