@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from model import QUERY_MODES
+from nlq.bench import step_cost
 from nlq.bench.cost import ARMS
 from nlq.bench.gpu_check import ESTIMATES, LOOP_MODES, NEW, OTHER_ARMS, STEP_FUNCTIONS, Runner, Step
 
@@ -83,6 +84,8 @@ def test_every_step_runs_on_a_cpu_with_only_the_gpu_images_packages(tmp_path):
     costs = steps["step_costs"]["result"]
     assert list(costs["query"]["variants"]) == ["linear", "residual_gelu"]
     assert len(costs["ablation"]["variants"]) == 5 and all(v["kernels"] for v in costs["query"]["variants"].values())
+    difference = costs["query"]["difference"]
+    assert difference["busy_ms"] > 0 and difference["reference_busy_ms"] > 0 and difference["largest_changes"]
     decoded = steps["decode_compiled"]["result"]
     assert set(decoded["graph"]["results"]) == {"linear", "residual_gelu"}
     assert set(decoded["all_modes"]["results"]) == set(QUERY_MODES)
@@ -115,6 +118,26 @@ def test_a_broken_torch_compile_turns_the_later_steps_eager_and_fails_the_probe(
 
 def child(code: str) -> list:
     return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def test_the_query_costs_kernel_difference_is_each_names_change_heaviest_first():
+    """Hand-made profiles: a kernel both sides run, one only the nonlinear query runs (a fused norm), one only
+    linear runs; busy time is each side's sum, and each change counts from zero where a side lacks the kernel."""
+    linear = [{"name": "gemm", "ms": 6.0, "calls": 48}, {"name": "fused_add", "ms": 0.5, "calls": 24}]
+    nlq = [
+        {"name": "gemm", "ms": 6.25, "calls": 72},
+        {"name": "fused_rms_norm_gelu", "ms": 1.5, "calls": 48},
+        {"name": "tiny", "ms": 0.01, "calls": 1},
+    ]
+    d = step_cost.kernel_difference(nlq, linear, n=3)
+    assert d["busy_ms"] == pytest.approx(7.76) and d["reference_busy_ms"] == pytest.approx(6.5)
+    assert [(c["name"], c["calls"], c["reference_calls"]) for c in d["largest_changes"]] == [
+        ("fused_rms_norm_gelu", 48, 0),
+        ("fused_add", 0, 24),
+        ("gemm", 72, 48),
+    ]
+    assert [c["ms"] for c in d["largest_changes"]] == pytest.approx([1.5, -0.5, 0.25])
+    assert sum(c["ms"] for c in step_cost.kernel_difference(nlq, linear)["largest_changes"]) == pytest.approx(1.26)
 
 
 def test_a_failing_a_crashing_and_a_hanging_step_leave_the_next_ones_to_run(tmp_path):

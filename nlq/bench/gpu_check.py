@@ -72,8 +72,8 @@ WHAT = dict(
     "transformers' GPT-2 generate (static cache, compiled) beside it, and linear's and residual_gelu's "
     "uncompiled graphs before",
     decode="every arm's prefill and decode through the Decoder (CUDA graphs), ratios to linear",
-    step_costs="linear's against residual_gelu's step with their heaviest kernels, and train.py's step against "
-    "it with each addition off (guard, staging, fingerprint, chunked loss)",
+    step_costs="linear's against residual_gelu's step with their heaviest kernels and their difference kernel by "
+    "kernel, and train.py's step against it with each addition off (guard, staging, fingerprint, chunked loss)",
     micro_batch="linear's step at micro-batches 12 to 32: tokens/s, MFU, peak memory",
     train_loop="train.py's loop for linear and residual_gelu: ms/step, MFU, torch.compile's counters",
     other_arms=f"bench.py's training step of {', '.join(OTHER_ARMS)} beside linear",

@@ -108,8 +108,9 @@ def ratios(seconds: dict, reference: str) -> dict:
     }
 
 
-def top_kernels(fn, device: str, n: int = 12) -> list:
-    """The n device kernels that took most of two calls of fn (name, total ms, calls), by torch.profiler."""
+def kernel_times(fn, device: str) -> list:
+    """Every device kernel of a call of fn (name, ms, calls), heaviest first, by torch.profiler over two calls; on a
+    CPU its operators' own time."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CUDA] if device.startswith("cuda") else [ProfilerActivity.CPU]
@@ -119,19 +120,44 @@ def top_kernels(fn, device: str, n: int = 12) -> list:
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
     key = "device_time_total" if device.startswith("cuda") else "self_cpu_time_total"
-    events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:n]
+    events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)
     return [{"name": e.key[:120], "ms": getattr(e, key) / 1e3 / 2, "calls": e.count // 2} for e in events]
 
 
+def kernel_difference(kernels: list, reference: list, n: int = 12) -> dict:
+    """Where a step's extra time goes, kernel by kernel: each side's summed kernel time (busy ms per step; against
+    the wall's ms, what is left is the device waiting on the host) and the n kernel names whose time changed most
+    (a kernel only one side has counts from zero: compiled kernels are named after what they fuse)."""
+    mine, theirs = ({k["name"]: k for k in ks} for ks in (kernels, reference))
+    changes = [
+        {
+            "name": name,
+            "ms": mine.get(name, {}).get("ms", 0.0) - theirs.get(name, {}).get("ms", 0.0),
+            "calls": mine.get(name, {}).get("calls", 0),
+            "reference_calls": theirs.get(name, {}).get("calls", 0),
+        }
+        for name in mine.keys() | theirs.keys()
+    ]
+    changes.sort(key=lambda c: (-abs(c["ms"]), c["name"]))
+    return {
+        "busy_ms": sum(k["ms"] for k in kernels),
+        "reference_busy_ms": sum(k["ms"] for k in reference),
+        "largest_changes": changes[:n],
+    }
+
+
 def query_cost(preset: str, device: str, compile_: bool, rounds: int = 3, steps: int = 3, batch: int = 12) -> dict:
-    """linear's and residual_gelu's steps: ms per step, the ratio to linear, and each one's heaviest kernels."""
+    """linear's and residual_gelu's steps: ms per step, the ratio to linear, each one's heaviest kernels, and
+    residual_gelu's kernel time against linear's, kernel by kernel."""
     linear = Trainee(preset, "linear", device, compile_, batch)
     nlq = Trainee(preset, "residual_gelu", device, compile_, batch)
     variants = {"linear": linear.run, "residual_gelu": nlq.run}
     out = ratios(interleaved(variants, rounds, steps, device), "linear")
-    for name, fn in variants.items():
-        out[name]["kernels"] = top_kernels(fn, device)
-    return {"batch": batch, "tokens_per_step": linear.tokens, "variants": out}
+    kernels = {name: kernel_times(fn, device) for name, fn in variants.items()}
+    for name in variants:
+        out[name]["kernels"] = kernels[name][:12]
+    difference = kernel_difference(kernels["residual_gelu"], kernels["linear"])
+    return {"batch": batch, "tokens_per_step": linear.tokens, "variants": out, "difference": difference}
 
 
 def step_ablation(preset: str, device: str, compile_: bool, rounds: int = 3, steps: int = 3, batch: int = 12) -> dict:
@@ -214,4 +240,13 @@ def markdown(result: dict) -> str:
     for name, r in result["query"]["variants"].items():
         top = ", ".join(f"{k['name'][:60]} {k['ms']:.2f} ms x{k['calls']}" for k in r["kernels"][:6])
         lines.append(f"{name}'s heaviest kernels per step: {top}")
+    d = result["query"]["difference"]
+    changes = ", ".join(
+        f"{c['name'][:60]} {c['ms']:+.2f} ms (x{c['calls']} against x{c['reference_calls']})"
+        for c in d["largest_changes"][:6]
+    )
+    lines.append(
+        f"kernel time per step, residual_gelu against linear: {d['busy_ms']:.2f} against "
+        f"{d['reference_busy_ms']:.2f} ms; largest changes: {changes}"
+    )
     return "\n".join(lines)
