@@ -19,6 +19,7 @@ from helpers import (
 )
 
 from configurator import parse
+from nlq.bench.cost import markdown
 from nlq.comparison.compare import (
     CompareError,
     Run,
@@ -170,12 +171,18 @@ def test_decoding_measures_the_row_kernel_once_per_width_and_dtype(monkeypatch, 
     assert why is None and {m.row_kernel for m in model.modules() if hasattr(m, "row_kernel")} == {"addmv"}
 
 
-def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path):
+def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path, monkeypatch):
     (tmp_path / "p.txt").write_text("KING:")
     assert all(s.startswith("KING:") for s in samples(run_dir, f"--start=FILE:{tmp_path / 'p.txt'}"))
+
+    def measured(*args):  # a bad prompt is refused before the decode precision is measured
+        raise AssertionError("the decode precision was measured before the prompt was checked")
+
+    monkeypatch.setattr(sampling, "decoding_precision", measured)
     for args, message in [
         ([f"--out_dir={tmp_path}"], "holds no checkpoint"),
         ([f"--out_dir={run_dir}", "--start=" + "a" * 33], "more than the model's context of 32"),
+        ([f"--out_dir={run_dir}", "--start=KING Ω"], "the prompt cannot be encoded: characters ['Ω']"),
         ([f"--out_dir={run_dir}", f"--start=FILE:{tmp_path / 'none.txt'}"], "no such file"),
     ]:
         with pytest.raises(SystemExit) as e:
@@ -231,6 +238,24 @@ def test_bench_tiny_preset_writes_json(tmp_path):
     assert report["decode_dtype"] in ("torch.float32", "torch.bfloat16")
     assert "decode_dtype='bf16' is invalid" in error_of(["--preset=tiny", "--decode_dtype=bf16"], main=bench_main)
     assert "repeats=0 is invalid: it must be >= 1" in error_of(["--preset=tiny", "--repeats=0"], main=bench_main)
+
+
+def test_bench_without_training_reports_no_training_figures_and_names_the_decoding_path(tmp_path, capsys):
+    """--train=False times no step: the table says n/a where a figure would be the step's, not 0, and the
+    generation line names the path that decoded it, not always 'the KV cache'."""
+    out = tmp_path / "b.json"
+    args = ["--preset=tiny", "--repeats=1", "--modes=linear,residual_gelu", "--device=cpu", "--train=False"]
+    bench_main([*args, "--decode=static", "--decode_dtype=float32", f"--out={out}"])
+    table = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    header = [cell.strip("| ") for cell in table[0]]
+    rows = {row[0].strip("| "): dict(zip(header, (cell.strip("| ") for cell in row))) for row in table[1:]}
+    assert set(rows) == {"linear", "residual_gelu"}
+    for row in rows.values():
+        assert [row[k] for k in ("train ms/step", "tokens/s", "MFU")] == ["n/a"] * 3
+        assert float(row["decode tok/s"].split()[0]) > 0
+    report = json.loads(out.read_text())
+    assert report["decode_path"]["linear"] == "static KV cache, eager"
+    assert "tokens/s through static KV cache, eager (float32); recomputing" in markdown(report)
 
 
 def fake_run(root, name, arm, seed, vals, prints, query_mode="linear"):
@@ -563,3 +588,24 @@ def test_a_loaded_checkpoint_says_which_step_it_holds(ckpt, words):
     from nlq.run.checkpoint import which_step
 
     assert which_step(ckpt) == words
+
+
+def test_the_transformers_anchor_decodes_exactly_the_new_tokens_it_is_timed_on(monkeypatch, capfd):
+    """tokens/s is decode_tokens over each generate's time: every run must produce exactly that many tokens after
+    the prompt, at a vocabulary without GPT-2's end-of-text id, with nothing for transformers to warn of."""
+    transformers = pytest.importorskip("transformers")
+    from nlq.bench.anchor import transformers_generate
+
+    lengths, generate = [], transformers.GPT2LMHeadModel.generate
+    monkeypatch.setattr(
+        transformers.GPT2LMHeadModel,
+        "generate",
+        lambda self, *a, **k: lengths.append((out := generate(self, *a, **k)).shape) or out,
+    )
+    shape = dict(vocab_size=65, block_size=64, n_embd=32, n_layer=2, n_head=2)
+    result = transformers_generate(
+        shape, SimpleNamespace(prompt_len=8, decode_tokens=20, repeats=3), "cpu", torch.float32
+    )
+    assert result["path"] == "dynamic cache, eager" and len(result["tokens_per_s"]["samples"]) == 3
+    assert lengths == [(1, 28)] * 5  # two warm-up runs, then the three timed
+    assert "transformers" not in capfd.readouterr().err

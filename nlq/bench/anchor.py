@@ -17,16 +17,19 @@ def transformers_generate(shape: dict, cfg, device: str, dtype: torch.dtype) -> 
         from transformers import GPT2LMHeadModel
     except Exception as e:  # not installed, or its own imports broken: no anchor, said in the report
         return {"path": f"unavailable ({type(e).__name__}: {str(e).splitlines()[0][:200]})", "tokens_per_s": None}
+    # No end-of-text token: generate then decodes exactly decode_tokens (GPT-2's 50256 is not even a token of
+    # a smaller vocabulary, which transformers warns of), with no min_new_tokens processor in its loop.
     config = transformers.GPT2Config(
         vocab_size=shape["vocab_size"], n_positions=shape["block_size"], n_embd=shape["n_embd"],
         n_layer=shape["n_layer"], n_head=shape["n_head"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        bos_token_id=None, eos_token_id=None,
     )  # fmt: skip
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config).to(device, dtype).eval()
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, shape["vocab_size"], (1, cfg.prompt_len), generator=gen).to(device)
     n = cfg.decode_tokens
-    options = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+    options = dict(max_new_tokens=n, do_sample=False, pad_token_id=0)
     path = "dynamic cache, eager"
     if device.startswith("cuda"):
         # generate compiles its own one-token forward for a static cache (transformers' compile_config): wrapping

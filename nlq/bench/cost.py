@@ -298,9 +298,10 @@ def markdown(report):
         t, p, d = r["train_step_s"], r["prefill_s"], r["decode_tokens_per_s"]
         mfu = f"{r['mfu']['median']:.1%}" if r["mfu"] is not None else "n/a"
         mem = f"{r['peak_mem_bytes'] / 2**30:.1f} GiB" if r["peak_mem_bytes"] else "n/a"
+        tokens = f"{r['train_tokens_per_s']:,.0f}" if r["train_tokens_per_s"] is not None else "n/a"
         lines.append(
             f"| {m} | {r['non_embedding_params'] / 1e6:.2f}M | {spread(t, 1e3)} "
-            f"| {spread(r['train_ratio'], digits=3)} | {r['train_tokens_per_s'] or 0:,.0f} | {mfu} | {mem} "
+            f"| {spread(r['train_ratio'], digits=3)} | {tokens} | {mfu} | {mem} "
             f"| {spread(p, 1e3)} | {spread(r['prefill_ratio'], digits=3)} "
             f"| {spread(d)} | {spread(r['decode_ratio'], digits=3)} |"
         )
@@ -324,11 +325,11 @@ def markdown(report):
             "",
             f"Decoding dtype: {report['decode_dtype_why'] or decode_dtype}.",
             f"linear, prompt {c['prompt_len']} + {c['decode_tokens']} new tokens end to end: "
-            f"{spread(g['cached_tokens_per_s'])} tokens/s with the KV cache ({decode_dtype}); recomputing the "
-            f"context for each token instead: {spread(g['no_cache_as_nanogpt_tokens_per_s'], digits=2)} tokens/s "
-            f"as nanoGPT's generate ({report['dtype'].removeprefix('torch.')}), the cache "
-            f"{spread(g['speedup_over_no_cache_as_nanogpt'])}x faster; "
-            f"{spread(g['no_cache_decode_dtype_tokens_per_s'], digits=2)} tokens/s in {decode_dtype}, the cache "
-            f"{spread(g['speedup_over_no_cache_decode_dtype'])}x faster.",
+            f"{spread(g['cached_tokens_per_s'])} tokens/s through {report['decode_path']['linear']} "
+            f"({decode_dtype}); recomputing the context for each token instead: "
+            f"{spread(g['no_cache_as_nanogpt_tokens_per_s'], digits=2)} tokens/s as nanoGPT's generate "
+            f"({report['dtype'].removeprefix('torch.')}), the cache {spread(g['speedup_over_no_cache_as_nanogpt'])}x "
+            f"faster; {spread(g['no_cache_decode_dtype_tokens_per_s'], digits=2)} tokens/s in {decode_dtype}, "
+            f"the cache {spread(g['speedup_over_no_cache_decode_dtype'])}x faster.",
         ]
     return "\n".join(lines)

@@ -127,11 +127,8 @@ def generate(cfg: SampleConfig):
         print(f"greedy decoding (temperature=0) gives one sample, not {num_samples} identical ones", file=sys.stderr)
         num_samples = 1
     model, meta = load_for_inference(cfg.init_from, cfg.out_dir)
-    model, ctx, _, why = decoding_precision(model.eval().to(device), device, cfg.dtype, num_samples)
-    if why:
-        print(f"dtype=auto: {why}", file=sys.stderr)
     encode, decode = codec(meta)
-    try:
+    try:  # the prompt is checked before the decode precision is measured (seconds for GPT-2 on a CPU)
         ids = encode(prompt)
     except ValueError as e:
         raise ConfigError(f"the prompt cannot be encoded: {e}") from None
@@ -140,6 +137,9 @@ def generate(cfg: SampleConfig):
         raise ConfigError(
             f"the prompt has {len(ids)} tokens, more than the model's context of {block_size}: shorten it"
         )
+    model, ctx, _, why = decoding_precision(model.eval().to(device), device, cfg.dtype, num_samples)
+    if why:
+        print(f"dtype=auto: {why}", file=sys.stderr)
     x = torch.tensor([ids], dtype=torch.long, device=device)
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     args = dict(temperature=cfg.temperature, top_k=cfg.top_k, generator=generator, vocab_limit=tokenizer_vocab(meta))
