@@ -534,6 +534,16 @@ class GPT(nn.Module):
 
     # ---- nanoGPT's model API (model.py of github.com/karpathy/nanoGPT), kept for its scripts and notebooks ----
 
+    @classmethod
+    def from_pretrained(cls, model_type: str, override_args: dict | None = None) -> "GPT":
+        """nanoGPT's GPT.from_pretrained('gpt2', dict(dropout=0.0)): nlq.interop.importers.from_pretrained, which
+        also reads Pythia, local Hugging Face directories and this project's exports, running no code. Imported
+        here, when called, as nanoGPT imports transformers: model.py stands on torch alone until a user asks
+        for pretrained weights (the one import up the floors tests/test_layout.py allows)."""
+        from nlq.interop.importers import from_pretrained
+
+        return from_pretrained(model_type, override_args)
+
     def get_num_params(self, non_embedding: bool = True) -> int:
         """nanoGPT's count: every parameter, less the position table if non_embedding. The token table is kept,
         as nanoGPT keeps it (tied, it is also the head). num_params is the paper's count, without it."""

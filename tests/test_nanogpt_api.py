@@ -31,7 +31,7 @@ def test_from_pretrained_and_generate_as_nanogpts_sample_py_calls_them(gpt2_dir)
     """sample.py: from_pretrained(init_from, dict(dropout=0.0)), then model.generate(x, max_new_tokens,
     temperature=temperature, top_k=top_k)."""
     path, hf = gpt2_dir
-    model = from_pretrained(str(path), dict(dropout=0.0))
+    model = GPT.from_pretrained(str(path), dict(dropout=0.0))
     model.eval()
     x = torch.randint(0, 101, (2, 10), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -45,6 +45,18 @@ def test_from_pretrained_and_generate_as_nanogpts_sample_py_calls_them(gpt2_dir)
         for _ in range(12):
             greedy = torch.cat([greedy, hf(greedy).logits[:, -1:].argmax(-1)], dim=1)
         assert torch.equal(model.generate(x, 12, temperature=1.0, top_k=1), greedy)
+
+
+def test_gpt_from_pretrained_is_the_importers_model(gpt2_dir):
+    """nanoGPT's classmethod gives the model nlq.interop.importers.from_pretrained builds: same config, same
+    tensors, override_args applied; and its refusals are the importer's."""
+    path, _ = gpt2_dir
+    ours, theirs = GPT.from_pretrained(str(path), dict(dropout=0.1)), from_pretrained(str(path), dict(dropout=0.1))
+    assert type(ours) is GPT and ours.config == theirs.config and ours.config.dropout == 0.1
+    a, b = ours.state_dict(), theirs.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="pretrained weights are linear-query only"):
+        GPT.from_pretrained(str(path), dict(query_mode="identity"))
 
 
 def test_logits_and_loss_from_targets_as_nanogpts_train_py_takes_them():
