@@ -218,7 +218,7 @@ def test_a_run_on_mad_labs_data_takes_its_vocabulary_and_length_from_the_data(tm
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert (config["vocab_size"], config["block_size"]) == (8, 6)
     assert all(0 <= r["val_acc_macro"] <= 1 for r in records(tmp_path / "r", "val_acc").values())
-    assert "has no meta.json (MAD-Lab's layout): vocab_size=8 and block_size=6 from its data" in capsys.readouterr().out
+    assert "mad is a dataset of examples: vocab_size=8 and block_size=6 from its data" in capsys.readouterr().out
     train_main([*unset, "--vocab_size=16", "--max_iters=2", "--lr_decay_iters=2", "--eval_interval=2",
                 f"--out_dir={tmp_path / 'r2'}"])  # fmt: skip
     config = json.loads((tmp_path / "r2" / "config.json").read_text())
@@ -445,6 +445,35 @@ def test_mads_macro_accuracy_on_a_hand_made_batch():
     logits = torch.nn.functional.one_hot(predicted, 6).float()
     counts = class_counts(logits, targets, 6)
     assert macro_accuracy(counts) == pytest.approx(0.375) and accuracy(logits, targets)[:2] == (2, 5)
+
+
+def test_a_prediction_outside_the_datas_ids_is_wrong_and_no_class():
+    """A model of 9 ids scored against data of 5 (ids 0-4). Targets 1, 1, 2 / 3, 3, 1; predictions 1, 2, 2 /
+    7, 3, 4: the 7 is wrong for its class-3 target and belongs to no class (8 falls on unscored positions).
+    Class 1 is 1/3 right, class 2 1/1, class 3 1/2, class 4 (predicted once) 0: (1/3 + 1 + 1/2 + 0) / 4."""
+    i = -100
+    targets = torch.tensor([[1, 1, 2, i], [3, 3, i, 1]])
+    predicted = torch.tensor([[1, 2, 2, 8], [7, 3, 8, 4]])
+    logits = torch.nn.functional.one_hot(predicted, 9).float()
+    right, scored, *_ = accuracy(logits, targets)
+    counts = class_counts(logits, targets, 5)
+    assert counts.shape == (3, 5) and (right, scored) == (3, 6)
+    assert counts.tolist() == [[0, 1, 1, 1, 0], [0, 3, 1, 2, 0], [0, 1, 2, 1, 1]]
+    assert macro_accuracy(counts) == pytest.approx((1 / 3 + 1 + 1 / 2 + 0) / 4)
+
+
+def test_a_run_on_prepared_task_data_without_vocab_size_is_sized_to_it(tmp_path, capsys):
+    """data/synthetic_tasks/prepare.py's directory (meta.json with vocab_size 16, examples of 32 tokens) and
+    no vocab_size or block_size: the model has the data's 16 ids and 32 positions, and the evaluation's macro
+    accuracy is computed (a 50,304-id model predicting ids beyond the data's died there)."""
+    path = tmp_path / "icr"
+    write_task(path, "in-context-recall", dict(vocab_size=16, seq_len=32), num_train=32, num_test=16, seed=1)
+    unset = [a for a in tiny_args(path, tmp_path / "r") if not a.startswith(("--vocab_size", "--block_size"))]
+    train_main([*unset, "--max_iters=2", "--lr_decay_iters=2", "--eval_interval=2"])
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert (config["vocab_size"], config["block_size"]) == (16, 32)
+    assert all(0 <= r["val_acc_macro"] <= 1 for r in records(tmp_path / "r", "val_acc").values())
+    assert "icr is a dataset of examples: vocab_size=16 and block_size=32 from its data" in capsys.readouterr().out
 
 
 def test_tokens_to_the_midpoint_on_a_hand_made_curve():

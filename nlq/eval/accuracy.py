@@ -26,11 +26,13 @@ def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[int, int, int
 
 def class_counts(logits: torch.Tensor, targets: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """(3, vocab_size) float64: per class, its right predictions, its scored targets, its predictions, over
-    the scored positions of logits (B, T, V) against targets (B, T)."""
+    the scored positions of logits (B, T, V) against targets (B, T). The classes are the data's ids: a model
+    wider than the data (V > vocab_size) may predict an id no target can be, which is wrong for its target
+    and counted for no class."""
     scored = (targets != IGNORE[0]) & (targets != IGNORE[1])
     y, pred = targets[scored], logits.argmax(-1)[scored]
     counts = torch.zeros(3, vocab_size, dtype=torch.float64, device=logits.device)
-    for row, ids in enumerate((y[pred == y], y, pred)):
+    for row, ids in enumerate((y[pred == y], y, pred[pred < vocab_size])):
         counts[row].index_add_(0, ids, torch.ones_like(ids, dtype=torch.float64))
     return counts
 

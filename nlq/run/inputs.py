@@ -78,10 +78,12 @@ def check_not_disk_dataset(path: str) -> None:
 
 
 def sized_to_data(data: Data, model_cfg: GPTConfig) -> GPTConfig:
-    """A dataset of examples without meta.json (MAD-Lab's MemoryDataset): the model's vocabulary (the data's
-    largest id + 1) and context (its examples' length) from the data, where the config left them at their
-    defaults (a 50,304-id, 1,024-position model would be built otherwise), said in one line."""
-    if data.examples is None or os.path.isfile(os.path.join(data.path, "meta.json")):
+    """A dataset of examples (data/synthetic_tasks/prepare.py's, or MAD-Lab's MemoryDataset): the model's
+    vocabulary (meta.json's, or the data's largest id + 1) and context (its examples' length) from the data,
+    where the config left them at their defaults (a 50,304-id, 1,024-position model would be built otherwise,
+    predicting ids the data has no class for), said in one line. Token datasets keep the config's: GPT-2's
+    50,257 ids are padded to 50,304 on purpose, as in nanoGPT."""
+    if data.examples is None:
         return model_cfg
     defaults = GPTConfig.__dataclass_fields__
     taken = {
@@ -91,7 +93,7 @@ def sized_to_data(data: Data, model_cfg: GPTConfig) -> GPTConfig:
     }
     if taken:
         shown = " and ".join(f"{k}={v}" for k, v in taken.items())
-        print(f"{data.path} has no meta.json (MAD-Lab's layout): {shown} from its data; set them to choose others")
+        print(f"{data.path} is a dataset of examples: {shown} from its data; set them to choose others")
     return replace(model_cfg, **taken)
 
 
