@@ -18,12 +18,13 @@ import torch.distributed as dist
 
 from configurator import parse
 from nlq.bench.cost import BenchConfig, markdown, measure
-from nlq.common.atomic import atomic_write_json
+from nlq.common.atomic import atomic_write_json, check_writable
 from nlq.run import parallel
 
 
 def run(argv):
     (cfg,) = parse(argv, BenchConfig, doc=__doc__, prog="bench.py")
+    check_writable("--out", cfg.out)  # before the benchmark, not after it
     report = measure(cfg)
     if dist.is_initialized() and dist.get_rank() != 0:
         return

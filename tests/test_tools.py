@@ -20,6 +20,7 @@ from helpers import (
 
 from configurator import parse
 from nlq.bench.cost import markdown
+from nlq.common import fits
 from nlq.comparison.compare import (
     CompareError,
     Run,
@@ -184,10 +185,66 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path, monkeypatch):
         ([f"--out_dir={run_dir}", "--start=" + "a" * 33], "more than the model's context of 32"),
         ([f"--out_dir={run_dir}", "--start=KING Ω"], "the prompt cannot be encoded: characters ['Ω']"),
         ([f"--out_dir={run_dir}", f"--start=FILE:{tmp_path / 'none.txt'}"], "no such file"),
+        ([f"--out_dir={run_dir}", f"--start=FILE:{tmp_path}"], f"start=FILE:{tmp_path} is a directory: name the file"),
+        ([f"--out_dir={run_dir}", "--decode=cache", "--use_cache=False"], "recomputes without one: drop one of them"),
     ]:
         with pytest.raises(SystemExit) as e:
             sample_main(args)
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+
+
+def test_sample_refuses_more_samples_than_memory_holds_before_decoding(run_dir, monkeypatch):
+    """The run's model (2 layers, 2 heads of 16, context 32, 65 ids, residual_gelu's MLP of 4 x 32) decoding
+    B streams of a 5-token prompt in float32 holds, by hand: the cache 2 * 2 * B * 2 * 32 * 16 * 4 = 16,384 B,
+    the prefill B * 5 * (128 + 128) * 4 = 5,120 B, the scores B * 2 * 25 * 4 = 200 B and the logits
+    3 * B * 65 * 4 = 780 B: 22,484 B a stream. With 10 streams' worth free, 11 are refused naming 10, before
+    the decode precision is measured; 10 decode."""
+    one = 16_384 + 5_120 + 200 + 780
+    monkeypatch.setattr(fits, "free_bytes", lambda device: 10 * one)
+
+    def measured(*args):
+        raise AssertionError("the decode precision was measured before the memory was checked")
+
+    with monkeypatch.context() as m:
+        m.setattr(sampling, "decoding_precision", measured)
+        message = error_of([f"--out_dir={run_dir}", "--start=KING:", "--num_samples=11"], main=sample_main)
+    assert message.startswith("error: num_samples=11: decoding them needs") and "give num_samples=10 or fewer" in message
+    assert len(samples(run_dir, "--start=KING:", "--num_samples=10", "--max_new_tokens=2")) == 10
+    config = load_for_inference("resume", str(run_dir))[0].config
+    monkeypatch.setattr(fits, "free_bytes", lambda device: one - 1)
+    with pytest.raises(fits.ConfigError, match="num_samples=1: .* even one sample does not fit"):
+        fits.check_decoding_fits(config, 1, 5, 4, "cpu")
+
+
+def test_the_compiled_steps_compile_time_is_left_out_of_the_rate(run_dir, monkeypatch, capsys):
+    """A stub clock that jumps 1000 s while the step compiles: the rate counts the tokens over the decoding's
+    own seconds, not the 1000, and the line names what was left out."""
+    from nlq.eval import decoding
+
+    now = [0.0]
+    clock = SimpleNamespace(perf_counter=lambda: now[0])  # for sampling's and decoding's clock alone
+    monkeypatch.setattr(sampling, "time", clock)
+    monkeypatch.setattr(decoding, "time", clock)
+    real_forward = decoding.Decoder.forward
+
+    def forward(self, ids):  # each call of the model: 1 s on the stub clock
+        now[0] += 1.0
+        return real_forward(self, ids)
+
+    def compile(self, ids):  # compiling: 1000 s on the stub clock, then the eager step
+        t0 = clock.perf_counter()
+        now[0] += 1000.0
+        self.tried_compile = True
+        self.setup_s += self.elapsed(t0)
+
+    monkeypatch.setattr(decoding.Decoder, "forward", forward)
+    monkeypatch.setattr(decoding.Decoder, "compile", compile)
+    (cfg,) = parse([f"--out_dir={run_dir}", "--num_samples=1", "--max_new_tokens=4", "--dtype=float32",
+                    "--decode=compiled", "--start=KING:"], SampleConfig)  # fmt: skip
+    _, rate = generate(cfg)
+    # 4 tokens: the prefill and 3 steps, one model call each: 4 s of decoding
+    assert rate == pytest.approx(4 / 4.0)
+    assert "compiling the step took 1000.0 s, left out of the tokens/s" in capsys.readouterr().err
 
 
 def test_zeroshot_names_the_task_of_an_item_the_model_cannot_score(run_dir, tmp_path):
@@ -238,6 +295,31 @@ def test_bench_tiny_preset_writes_json(tmp_path):
     assert report["decode_dtype"] in ("torch.float32", "torch.bfloat16")
     assert "decode_dtype='bf16' is invalid" in error_of(["--preset=tiny", "--decode_dtype=bf16"], main=bench_main)
     assert "repeats=0 is invalid: it must be >= 1" in error_of(["--preset=tiny", "--repeats=0"], main=bench_main)
+
+
+def test_bench_refuses_a_prompt_beyond_the_context_and_an_unwritable_out_before_any_work(tmp_path, monkeypatch):
+    """The tiny preset's context is 64: a 100-token prompt (no decode_tokens given) and a prompt of 60 with 10
+    new tokens are refused in one line; so is --out naming a directory or a missing one. No model is built."""
+    from nlq.bench import cost
+
+    def built(*args, **kwargs):
+        raise AssertionError("a model was built before the options were checked")
+
+    monkeypatch.setattr(cost, "Subject", built)
+    tiny = ["--preset=tiny", "--device=cpu", f"--out={tmp_path / 'b.json'}"]
+    assert "prompt_len=100: the tiny preset's context is 64 tokens; give a prompt_len below 64" in error_of(
+        [*tiny, "--prompt_len=100"], main=bench_main
+    )
+    assert "prompt_len + decode_tokens = 70 exceeds the tiny preset's context of 64 tokens" in error_of(
+        [*tiny, "--prompt_len=60", "--decode_tokens=10"], main=bench_main
+    )
+    assert f"--out {tmp_path}: is a directory: name a file" in error_of(
+        ["--preset=tiny", "--device=cpu", f"--out={tmp_path}"], main=bench_main
+    )
+    assert "its directory does not exist" in error_of(
+        ["--preset=tiny", "--device=cpu", f"--out={tmp_path / 'no' / 'b.json'}"], main=bench_main
+    )
+    assert not (tmp_path / "b.json").exists()
 
 
 def test_bench_without_training_reports_no_training_figures_and_names_the_decoding_path(tmp_path, capsys):

@@ -138,10 +138,16 @@ def settle(cfg: BenchConfig, device_type: str) -> None:
     cfg.compile = device_type == "cuda" if cfg.compile is None else cfg.compile
     cfg.batch_size = cfg.batch_size or (1 if cfg.preset == "gpt2" and device_type == "cpu" else 12)
     cfg.prompt_len = cfg.prompt_len or min(256, block_size // 2)
+    if cfg.prompt_len >= block_size:
+        raise ConfigError(
+            f"prompt_len={cfg.prompt_len}: the {cfg.preset} preset's context is {block_size} tokens; give a "
+            f"prompt_len below {block_size}, to leave room for the decoded tokens"
+        )
     cfg.decode_tokens = cfg.decode_tokens or min(64, block_size - cfg.prompt_len)
     if cfg.prompt_len + cfg.decode_tokens > block_size:
         raise ConfigError(
-            f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds block_size={block_size}"
+            f"prompt_len + decode_tokens = {cfg.prompt_len + cfg.decode_tokens} exceeds the {cfg.preset} preset's "
+            f"context of {block_size} tokens: lower one of them"
         )
 
 

@@ -10,6 +10,8 @@ model, dtype and tokens, every path computes the same function: greedy decoding 
 (tests/test_decoding.py, through the static cache and the compiled step on a CPU).
 """
 
+import time
+
 import torch
 
 from model import GPT, KVCache, StaticKVCache, check_sampling, next_token
@@ -43,6 +45,7 @@ class Decoder:
         self.tried_compile = False
         self.graphs = {}  # T -> (graph, input ids buffer, logits buffer): T = 1 is the decode step
         self.seen = set()  # prompt lengths prefilled once: a second one is captured
+        self.setup_s = 0.0  # seconds spent compiling the step and capturing graphs (a rate leaves them out)
 
     @property
     def graphed(self) -> bool:
@@ -56,6 +59,12 @@ class Decoder:
         return {"graph": "static KV cache, CUDA graphs", "static": "static KV cache, eager", "cache": "KV cache"}[
             self.path
         ]
+
+    @property
+    def setup_words(self) -> str:
+        """What setup_s timed, in words."""
+        parts = ["compiling the step"] * self.tried_compile + ["capturing CUDA graphs"] * bool(self.graphs)
+        return " and ".join(parts) or "nothing"
 
     def generate(self, idx, max_new_tokens: int, temperature=1.0, top_k=None, generator=None, vocab_limit=None):
         """GPT.generate's contract: idx (batch, T) continued by max_new_tokens tokens; when the context is
@@ -106,7 +115,7 @@ class Decoder:
     def compile(self, ids) -> None:
         """Compile the one-token step by running it once, the cache's position put back after; where compiling
         fails, the eager step takes its place (captured on a GPU) and self.why says why."""
-        start = self.cache.pos.clone()
+        start, t0 = self.cache.pos.clone(), time.perf_counter()
         try:  # past dynamo's limit of recompilations it would run the step eagerly, and this label would lie
             with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
                 self.one_token(ids)
@@ -116,15 +125,25 @@ class Decoder:
             self.why = f"torch.compile failed ({type(e).__name__}: {first_line(e)}): {self.label}"
         self.cache.pos.copy_(start)
         self.tried_compile = True
+        self.setup_s += self.elapsed(t0)
+
+    def elapsed(self, t0: float) -> float:
+        """Seconds since t0, the device's queued work included."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - t0
 
     def replay(self, T: int, ids) -> torch.Tensor:
         if T not in self.graphs:
+            t0 = time.perf_counter()
             try:
                 self.graphs[T] = self.capture(T)
             except RuntimeError as e:  # capture refused (an op that syncs, an allocator limit): eager from here
                 self.path, self.why = "static", f"CUDA graph capture failed ({first_line(e)}): eager"
                 self.one_token = self.forward
                 return self.forward(ids)
+            finally:
+                self.setup_s += self.elapsed(t0)
         graph, inputs, logits = self.graphs[T]
         inputs.copy_(ids)
         graph.replay()

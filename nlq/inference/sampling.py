@@ -14,6 +14,7 @@ import torch
 from model import ROW_KERNELS
 from nlq.common.domains import DEVICE, DTYPE, AnyText, At, OneOf, Text, check
 from nlq.common.errors import ConfigError
+from nlq.common.fits import check_decoding_fits
 from nlq.data.tokenizer import codec, tokenizer_vocab
 from nlq.eval.decoding import PATHS, Decoder
 from nlq.run.checkpoint import load_for_inference
@@ -45,12 +46,19 @@ class SampleConfig:
 
     def __post_init__(self):
         check(self)
+        if not self.use_cache and self.decode != "auto":
+            raise ValueError(
+                f"decode={self.decode!r} decodes through a KV cache and use_cache=False recomputes without one: "
+                "drop one of them"
+            )
 
 
 def read_prompt(start: str) -> str:
     if not start.startswith("FILE:"):
         return start
     path = Path(start[5:])
+    if path.is_dir():
+        raise ConfigError(f"start=FILE:{path} is a directory: name the file that holds the prompt")
     if not path.is_file():
         raise ConfigError(f"start=FILE:{path}: no such file")
     return path.read_text(encoding="utf-8")
@@ -137,6 +145,8 @@ def generate(cfg: SampleConfig):
         raise ConfigError(
             f"the prompt has {len(ids)} tokens, more than the model's context of {block_size}: shorten it"
         )
+    itemsize = model.lm_head.weight.element_size()  # the checkpoint's dtype: at most what decoding casts to
+    check_decoding_fits(model.config, num_samples, len(ids), itemsize, device)
     model, ctx, _, why = decoding_precision(model.eval().to(device), device, cfg.dtype, num_samples)
     if why:
         print(f"dtype=auto: {why}", file=sys.stderr)
@@ -150,7 +160,11 @@ def generate(cfg: SampleConfig):
             y = decoder.generate(x.expand(num_samples, -1), cfg.max_new_tokens, **args)
         else:
             y = model.generate(x.expand(num_samples, -1), cfg.max_new_tokens, use_cache=False, **args)
-    rate = num_samples * cfg.max_new_tokens / (time.perf_counter() - t0)
+    y = y.cpu()  # the device's work done before the clock is read
+    setup = decoder.setup_s if decoder else 0.0  # compiling the step and capturing graphs: once, not per token
+    rate = num_samples * cfg.max_new_tokens / (time.perf_counter() - t0 - setup)
     path = decoder.label + (f" ({decoder.why})" if decoder.why else "") if decoder else "no cache (recomputed)"
+    if setup:
+        path += f"; {decoder.setup_words} took {setup:.1f} s, left out of the tokens/s"
     print(f"decoding: {path}", file=sys.stderr)
     return [decode(row.tolist()) for row in y], rate
