@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import inspect
 import io
+import math
 import re
 import sys
 import tokenize
@@ -64,11 +65,21 @@ def _command_line_value(raw: str, tp):
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
-        value = raw
+        value = _non_finite(raw)
     item_tp = _tuple_item_type(tp)
     if item_tp is not None and value is not None and not isinstance(value, (tuple, list)):
         value = tuple(_command_line_value(item.strip(), item_tp) for item in raw.split(",") if item.strip())
     return value
+
+
+def _non_finite(raw: str):
+    """nan, inf, -inf (Python's float spellings) as the float, for the field's domain to refuse as not finite
+    (literal_eval reads none of them); any other text stays text."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    return raw if math.isfinite(value) else value
 
 
 def field_docs(cls) -> list[tuple[str, str, str]]:

@@ -58,6 +58,21 @@ def test_tuple_options_take_comma_lists_and_python_syntax():
         parse(["--keep_checkpoints=5,x"], TrainConfig, GPTConfig)
 
 
+@pytest.mark.parametrize("spelling", ["nan", "inf", "-inf", "Infinity"])
+def test_every_float_option_refuses_a_non_finite_value_as_not_finite(spelling):
+    """Python reads each spelling as a float: on the command line it is a number that is not finite (not a
+    value of another type), for every float field of every script, bounded or not."""
+    tried = 0
+    for classes in SCRIPTS.values():
+        for cls in classes:
+            for f in dataclasses.fields(cls):
+                if "float" in str(f.type):
+                    with pytest.raises((ConfigError, ValueError), match=rf"{f.name}=.*must be a finite number"):
+                        parse([f"--{f.name}={spelling}"], *classes)
+                    tried += 1
+    assert tried >= 10  # learning_rate, dropout, temperature, the peaks, ...
+
+
 def test_a_bare_flag_sets_a_bool_and_nothing_else():
     cfg, _ = parse(["--eval_only", "--compile=False"], TrainConfig, GPTConfig)
     assert cfg.eval_only is True and cfg.compile is False
@@ -115,6 +130,9 @@ def test_nanogpt_sample_keys_are_accepted():
         (["--temperature=-1"], "temperature=-1.0 is invalid"),
         (["--num_samples=0"], "num_samples=0 is invalid"),
         (["--max_new_tokens=0"], "max_new_tokens=0 is invalid"),
+        (["--temperature=nan"], "temperature=nan is invalid: it must be a finite number"),
+        (["--temperature=inf"], "temperature=inf is invalid: it must be a finite number"),
+        (["--top_k=inf"], "top_k=inf (command line) is not of type int"),
     ],
 )
 def test_sample_arguments_are_validated(argv, message):

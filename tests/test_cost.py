@@ -96,6 +96,17 @@ def test_a_reports_step_ratios_in_each_layout(tmp_path):
     )
 
 
+@pytest.mark.parametrize("bad, shown", [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"), ("0", "0")])
+def test_a_report_with_a_step_time_that_is_no_price_is_refused(tmp_path, bad, shown):
+    """JSON reads NaN and Infinity as floats: a ratio made of one would be a price of nan or inf (and a zero
+    step one of inf). The report is refused in one line naming the arm and the value, not priced."""
+    (tmp_path / "r.json").write_text(
+        '{"results": {"linear": {"train_step_s": {"median": 2.0}}, "identity": {"train_step_s": {"median": %s}}}}' % bad
+    )
+    with pytest.raises(cost.CostError, match=rf"--prices=.*r.json: identity's step time is {shown}: .* finite"):
+        cost.read_prices(tmp_path / "r.json")
+
+
 @pytest.mark.skipif(not SHARED_REPORT.is_file(), reason="the H200 report lies beside the repository only here")
 def test_the_h200_reports_price_of_the_nonlinear_query_is_its_train_loop():
     loop = json.loads(SHARED_REPORT.read_text())["steps"]["train_loop"]["result"]

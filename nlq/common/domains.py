@@ -165,6 +165,8 @@ def check(config) -> None:
         if not isinstance(value, tp) or (tp is not bool and isinstance(value, bool)):
             raise ValueError(f"{f.name}={value!r} is invalid: it must be of type {tp.__name__}")
         domain = domain_of(cls, f.name)
+        if domain is None and tp is float:  # a float without bounds is still a finite number
+            domain = At()
         try:
             problem = domain.problem(value) if domain else None
         except TypeError:  # an item of the wrong type inside a tuple

@@ -54,7 +54,11 @@ def read_prices(path) -> dict:
     ordered = sorted((r for r in results if isinstance(r, dict)), key=lambda r: "results" in r)
     prices = {}
     for result in ordered:
-        for arm, ratio in step_ratios(result).items():
+        try:
+            ratios = step_ratios(result)
+        except CostError as e:
+            raise CostError(f"--prices={path}: {e}") from None
+        for arm, ratio in ratios.items():
             prices.setdefault(arm, ratio)
     if "linear" not in prices or len(prices) < 2:
         raise CostError(f"--prices={path} times no arm beside linear's step: name a bench.py or gpu_check.py report")
@@ -73,7 +77,11 @@ def step_ratios(result: dict) -> dict:
         times = {a: (r.get("ms") or {}).get("median") for a, r in result["variants"].items() if isinstance(r, dict)}
     else:  # gpu_check's train loop: ms_per_step per arm
         times = {a: r.get("ms_per_step") for a, r in result.items() if isinstance(r, dict)}
-    times = {a: t for a, t in times.items() if isinstance(t, (int, float)) and t > 0}
+    times = {a: t for a, t in times.items() if isinstance(t, (int, float)) and not isinstance(t, bool)}
+    bad = {a: t for a, t in times.items() if not (math.isfinite(t) and t > 0)}  # JSON reads NaN and Infinity
+    if bad:
+        arm, t = next(iter(bad.items()))
+        raise CostError(f"{arm}'s step time is {t}: a report's times must be finite numbers above 0 (rerun it)")
     return {a: t / times["linear"] for a, t in times.items()} if "linear" in times else {}
 
 

@@ -115,8 +115,10 @@ def check(args) -> None:
     for name in ("review_items", "prompt_tokens", "new_tokens", "latency_repeats"):
         if getattr(args, name) < 1:
             raise VerdictError(f"--{name}={getattr(args, name)}: give a number >= 1")
-    if not math.isfinite(args.temperature) or args.temperature < 0 or args.top_k < 1:
-        raise VerdictError("--temperature must be >= 0 and --top_k >= 1")
+    if not math.isfinite(args.temperature) or args.temperature < 0:
+        raise VerdictError(f"--temperature={args.temperature}: it must be a finite number >= 0 (0: greedy)")
+    if args.top_k < 1:
+        raise VerdictError(f"--top_k={args.top_k}: give a number >= 1")
     if (args.grid or args.tune_seeds != "1") and not args.tune:
         raise VerdictError("--grid and --tune_seeds are options of --tune")
 
