@@ -160,6 +160,31 @@ def test_runs_of_other_lengths_are_compared_each_at_its_end(tmp_path):
         compare.at_end(runs, 2)
 
 
+def test_runs_at_their_end_keep_their_step_times_batches_and_earlier_evaluations():
+    """--at_end relabels each run's last evaluation, nothing else: the baseline (200 tokens at 0.1 ms a token)
+    and a wide-MLP arm (100 tokens at 0.2 ms) both spent 0.02 s, so at equal time each is read at its end;
+    at equal FLOPs the wide arm's 100 tokens set the budget and the baseline is read on its curve between its
+    evaluations at 100 and 200 tokens; the batches are checked at their common logged steps."""
+    base = run("b1", "baseline", 1, [(0, 4.0), (100, 3.0), (200, 2.6)], ms=[10, 10])
+    nlq = run("n1", "nlq", 1, [(0, 4.0), (100, 2.5)], ms=[20], mlp_ratio=8.0)
+    for r, prints in ((base, ["x", "y"]), (nlq, ["x"])):
+        for s, f in enumerate(prints):
+            r.steps[s]["fingerprint"] = f
+    lines = compare.table(compare.at_end([base, nlq]), "baseline", None)
+    time_at = lines.index(next(line for line in lines if line.startswith("At equal training time")))
+    assert "spent 0.02 seconds" in lines[time_at]
+    assert next(line for line in lines[time_at:] if line.startswith("| nlq |")).endswith("| 100 |")
+    flops = {r: training_flops_per_token(GPTConfig(**MODEL, mlp_ratio=r), 8) for r in (4.0, 8.0)}
+    tokens = 100 * flops[8.0] / flops[4.0]  # the baseline's tokens at the wide arm's FLOPs
+    assert 100 < tokens < 200
+    flops_at = lines.index(next(line for line in lines if line.startswith("At equal training FLOPs")))
+    base_row = next(line for line in lines[flops_at:] if line.startswith("| baseline |"))
+    expected = 3.0 + (2.6 - 3.0) * (tokens - 100) / 100
+    assert f"| {expected:.4f} |" in base_row and base_row.endswith(f"| {tokens:,.0f} |")
+    assert lines[-1] == "all 2 runs trained on identical batches (fingerprints equal at 1 common logged steps)"
+    assert not any("no step times logged" in line for line in lines)
+
+
 def test_logs_without_tokens_name_the_missing_axis_and_keep_the_equal_step_table():
     """Metrics written before train.py recorded tokens seen: the table at equal steps stands, and equal FLOPs
     is named as not computable (the runs logged no tokens) rather than failing the report."""

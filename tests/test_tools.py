@@ -521,6 +521,9 @@ def test_compare_bad_input(tmp_path):
         ([str(tmp_path / "base"), f"--png={tmp_path}"], "is a directory: name a file"),
         ([str(tmp_path / "base"), f"--png={tmp_path / 'c.pgn'}"], "not a figure format matplotlib writes"),
         ([str(tmp_path / "base"), "--png=", f"--md={tmp_path / 'empty'}"], "--md"),
+        ([str(tmp_path / "base"), f"{tmp_path / 'base'}/", "--png="], f"{tmp_path / 'base'} is named twice"),
+        ([str(tmp_path / "base"), str(tmp_path / "b*"), "--png="], f"{tmp_path / 'base'} is named twice"),
+        ([str(ROOT / "README.md"), "--png="], "README.md is a file, not a run: name train.py out_dirs"),
     ]:
         with pytest.raises(SystemExit) as e:
             compare_main(args)

@@ -464,8 +464,13 @@ def read_runs(patterns=(), wandb_path=None, group=None, references=()) -> list:
     else:
         # A pattern, or the shell's expansion of one, keeps the directories it matches: a sweep's out_root also
         # holds its figure, table and JSON, and a file is never a run (a path that is not there stays an error).
-        matched = {Path(m) for p in patterns for m in ([g for g in glob.glob(p) if Path(g).is_dir()] or [p])}
-        paths = sorted(m for m in matched if not m.is_file())
+        named = [Path(m) for p in patterns for m in ([g for g in glob.glob(p) if Path(g).is_dir()] or [p])]
+        twice = next((p for i, p in enumerate(named) if p.resolve() in {q.resolve() for q in named[:i]}), None)
+        if twice is not None:  # it would be counted once, and the reader would not know
+            raise CompareError(f"{twice} is named twice: name each run once")
+        paths = sorted(m for m in named if not m.is_file())
+        if named and not paths:
+            raise CompareError(f"{named[0]} is a file, not a run: name train.py out_dirs (config.json, metrics.jsonl)")
         runs = [Run.from_dir(path) for path in paths]
     return runs + [Run.from_official(spec) for spec in references]
 
@@ -476,7 +481,12 @@ def at_end(runs, step=None) -> list:
     if step is not None:
         raise CompareError("--at_end compares each run at its own last evaluation: leave --step out")
     last = max(max(r.evals) for r in runs)
-    return [Run(r.name, r.config, [{**r.evals[max(r.evals)], "step": last, "ended": max(r.evals)}]) for r in runs]
+    out = []
+    for r in runs:  # its train records (step times, fingerprints) and earlier evaluations (the cost axes) kept
+        end = max(r.evals)
+        earlier = [e for s, e in sorted(r.evals.items()) if s < end]
+        out.append(Run(r.name, r.config, [*r.steps.values(), *earlier, {**r.evals[end], "step": last, "ended": end}]))
+    return out
 
 
 def compare(
