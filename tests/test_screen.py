@@ -316,6 +316,15 @@ def test_bad_screen_options_are_one_line_and_start_nothing(tmp_path, options, wo
     assert not root.exists()
 
 
+@pytest.mark.parametrize("dry_run", [[], ["--dry_run"]])
+def test_a_screen_of_one_arm_is_refused_before_anything(tmp_path, dry_run):
+    """One arm has no baseline to be compared with: the screen would train its runs and report nothing."""
+    command, root = tiny_screen(tmp_path)[1:], tmp_path / "R"
+    message = error_of([*command, f"--out_root={root}", *dry_run], main=screen_main)
+    assert "one arm (" in message and "has nothing to be compared with: name two config files or more" in message
+    assert not root.exists()
+
+
 @pytest.mark.parametrize(
     "change, words",
     [

@@ -51,6 +51,11 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
 def screen(args, extra) -> None:
     """The screen args (screen.py's options, parser()) and extra (--key=value options for every run) ask for:
     each setting's data, stage 1, the choices, stage 2, the report."""
+    if len(args.arms) < 2:
+        raise UserError(
+            f"one arm ({args.arms[0]}) has nothing to be compared with: name two config files or more, the "
+            "baseline first (e.g. config/synth_baseline.py config/synth_nlq.py)"
+        )
     if args.jobs is None:
         args.jobs = 2 if args.executor == "local" and not args.gpus else 1
     if any(not x.startswith("--") or "=" not in x for x in extra):
