@@ -159,6 +159,10 @@ def test_quick_start_config_runs_and_learns(tmp_path):
     assert val[60]["val_loss"] < val[0]["val_loss"] - 0.5  # from ~ln(65) = 4.17 toward character statistics
     assert "mfu" in r.stdout and "eta" in r.stdout
     assert json.loads((tmp_path / "config.json").read_text())["n_layer"] == 4
+    # the run says what prepare said: the play's characters, fewer than the config's vocab_size
+    chars = len(json.loads((data / "meta.json").read_text())["chars"])
+    assert f"vocab_size {chars}," in prep.stdout.decode()
+    assert f"vocab_size=65 holds the data's {chars} ids; {65 - chars} are never seen" in r.stdout
 
 
 def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir, tmp_path):
