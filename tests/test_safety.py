@@ -112,7 +112,11 @@ def test_no_start_erases_a_run(char_data, tmp_path, capsys):
     log_only.mkdir()
     (log_only / "metrics.jsonl").write_text('{"step": 0, "val_loss": 4.0}\n')
     assert "holds a run (metrics.jsonl)" in error_of(tiny_args(char_data, log_only))
-    assert "holds a run (ckpt.pt and metrics.jsonl)" in error_of(tiny_args(char_data, tmp_path, seed=2))
+    assert "holds a run (ckpt.pt and metrics.jsonl)" in error_of(tiny_args(char_data, tmp_path, seed=2, max_iters=8))
+    # the same command again, its run finished at step 4: the refusal says so and how to look at it
+    message = error_of(tiny_args(char_data, tmp_path, max_iters=4))
+    assert f"{tmp_path} holds a finished run (step 4, max_iters=4): look at it with `python sample.py" in message
+    assert "continue it" not in message
     assert snapshot(tmp_path) == saved
 
 

@@ -253,7 +253,7 @@ def candidates(out_dir) -> list[Path]:
     return list(dict.fromkeys(complete))
 
 
-def _step(path: Path) -> int:
+def step_of(path: Path) -> int:
     """A checkpoint's step, reading no weights (run.pt of a sharded step; a memory-mapped file)."""
     if path.is_dir():
         return load(path, ("iter_num",))["iter_num"]
@@ -275,7 +275,7 @@ def survey(out_dir, sharded: bool = False, verify: bool = True) -> tuple[Path | 
         if sharded and not path.is_dir():
             continue
         try:
-            steps[path] = _step(path)
+            steps[path] = step_of(path)
         except CheckpointError as e:
             damaged[path] = str(e)
     for path in sorted(steps, key=lambda p: -steps[p]):  # newest first; ckpt.pt first among equals

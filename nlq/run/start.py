@@ -72,6 +72,12 @@ def start_mode(cfg, run: RunDir) -> tuple[str, object, list]:
         if cfg.init_from == "auto":
             return mode, None, leftovers
         held = " and ".join(p.name for p in run.held())
+        step = checkpoint.step_of(path) if path is not None else None
+        if step is not None and step >= cfg.max_iters:  # resume would train nothing: say what there is to do
+            raise ConfigError(
+                f"{run.path} holds a finished run (step {step}, max_iters={cfg.max_iters}): look at it with "
+                f"`python sample.py --out_dir={run.path}` or `python compare.py {run.path}`, or choose another out_dir"
+            )
         fix = "--init_from=resume" if path is not None else f"--init_from=auto (it holds no checkpoint{why})"
         raise ConfigError(f"{run.path} holds a run ({held}): continue it with {fix}, or choose another out_dir")
     return mode, path, []
