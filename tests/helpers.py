@@ -23,6 +23,18 @@ from model import GPT, QUERY_MODES, GPTConfig, LoRA
 from nlq.data.tokenizer import codec
 
 ROOT = Path(__file__).resolve().parents[1]
+# The one bound on a test's waiting: a hang guard, not a speed bound. A process that still makes progress,
+# however busy the machine, is never stopped by it; only one that stopped making progress reaches it.
+HANG_S = 3600
+
+
+def wait_until(condition, what: str, process=None) -> None:
+    """Poll condition() until it holds; fail, naming what, if process exits first or HANG_S passes."""
+    deadline = time.monotonic() + HANG_S
+    while not condition():
+        assert process is None or process.poll() is None, f"the process exited before {what}"
+        assert time.monotonic() < deadline, f"no {what} after {HANG_S} s: the process hangs"
+        time.sleep(0.2)
 
 
 def command(script):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_of, sample_main, tiny_args, train_main
+from helpers import HANG_S, error_of, sample_main, tiny_args, train_main
 from test_official import official_args, write_official
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_a_resume_from_a_damaged_optimizer_state_is_one_line_and_never_a_crash(
     out = damaged_copy(finished_run, tmp_path, change)
     before = (out / "ckpt.pt").read_bytes()
     args = tiny_args(char_data, out, max_iters=12, init_from="resume")
-    done = subprocess.run([sys.executable, ROOT / "train.py", *args], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, ROOT / "train.py", *args], capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and words in last and "Traceback" not in done.stderr

@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,24 @@ def test_every_relative_link_in_the_pages_resolves():
     links = [(page, target) for page in PAGES for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text())]
     assert len(links) > 20  # README's table of pages alone has 11
     assert [f"{page.relative_to(ROOT)}: {t}" for page, t in links if not (page.parent / t).exists()] == []
+
+
+def test_what_the_documented_commands_write_in_the_clone_is_ignored_by_git():
+    """Every --out_dir, --out, --dest, --out_root and --png=PATH a command in the docs or a script's docstring
+    names inside the clone (not under /tmp, data/ or a placeholder such as OUT_ROOT) matches .gitignore: a
+    run's outputs, exports, reports and figures never show up as files to commit. Read by git itself."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git clone: nothing to ignore")
+    texts = [p.read_text() for p in PAGES] + [p.read_text() for p in ROOT.glob("*.py")]
+    named = {
+        m.group(1)
+        for text in texts
+        for m in re.finditer(r"--(?:out_dir|out|dest|out_root|png)=([\w./-]+)", text)
+        if not m.group(1).startswith(("/", ".", "data/")) and not re.search(r"[A-Z]{2}", m.group(1))
+    }  # data/: prepared datasets, whose files .gitignore names one by one
+    paths = sorted(n.rstrip("/") + ("" if "." in Path(n).name else "/x") for n in named)  # a directory's file
+    assert len(paths) >= 20 and "hf-owt-nlq/x" in paths and "xl.pt" in paths and "out-quickstart/x" in paths
+    done = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    ignored = set(done.stdout.split())
+    assert [p for p in paths if p not in ignored] == []

@@ -5,10 +5,10 @@ and the refusals of a choices file that does not belong to the review."""
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_until
 
 from nlq.eval import review
 
@@ -92,10 +92,7 @@ def test_the_page_answered_by_keyboard_exports_what_was_pressed_and_runs_no_docu
     assert shown(browser, "title") == "<b>title</b>"
     press(browser, "e")
     exported = browser.downloads / f"choices-{rid}.json"
-    for _ in range(100):
-        if exported.exists():
-            break
-        time.sleep(0.1)
+    wait_until(exported.exists, "exported file")
     assert shown(browser, "saved") == f"exported 6 answer(s) to choices-{rid}.json (your downloads folder)"
     answers = review.read_choices(exported, key)
     expected = {g["id"]: {"a": "A", "b": "B", "t": "tie"}[k.lower()] for g, k in zip(given, keys)}

@@ -9,13 +9,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from helpers import compare_main, error_of, snapshot, tiny_args, torchrun, train_main
+from helpers import HANG_S, compare_main, error_of, snapshot, tiny_args, torchrun, train_main, wait_until
 
 from model import GPT
 from nlq.data.dataset import DataError, open_split, write_dataset
@@ -356,10 +355,8 @@ def test_step_lines_reach_a_redirected_file_while_training(char_data, tmp_path):
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.time() + 120
-        while "step 5: loss" not in log.read_text() and time.time() < deadline and p.poll() is None:
-            time.sleep(0.2)
-        assert p.poll() is None and "step 5: loss" in log.read_text()  # read while the run is still going
+        wait_until(lambda: "step 5: loss" in log.read_text(), "step 5 in the log", p)
+        assert p.poll() is None  # read while the run is still going
     finally:
         p.kill()
         p.wait()
@@ -415,7 +412,7 @@ def test_a_real_write_failure_during_a_checkpoint_save_is_one_line(char_data, tm
         runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")  # sys.argv[1:]: the run's options
         """)
     args = tiny_args(char_data, tmp_path, init_from="resume", n_embd=256)
-    r = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=HANG_S)
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode == 1 and last.startswith(f"error: could not write {tmp_path / 'ckpt.pt'}"), r.stderr[-2000:]
     assert last.endswith("the previous version is kept") and "Traceback" not in r.stderr
@@ -439,7 +436,7 @@ def test_ctrl_c_during_training_is_one_line_and_auto_continues(char_data, tmp_pa
             if line.startswith("step 6:"):
                 break
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=HANG_S)
     finally:
         p.kill()  # never left running a million steps
     assert p.returncode == 130 and "Traceback" not in err, err[-2000:]

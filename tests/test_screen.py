@@ -10,12 +10,11 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import error_of, screen_main
+from helpers import HANG_S, error_of, screen_main, wait_until
 
 from model import GPTConfig, training_flops_per_token
 from nlq.comparison import screening
@@ -284,11 +283,9 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
     p = subprocess.Popen(
         [sys.executable, ROOT / "screen.py", *command, f"--out_root={other}"], stdout=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 300
-    while not list(other.glob("mq/tune-*/ckpt.pt")) and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.2)
+    wait_until(lambda: list(other.glob("mq/tune-*/ckpt.pt")), "stage-1 checkpoint", p)
     p.send_signal(signal.SIGTERM)
-    p.wait(timeout=60)
+    p.wait(timeout=HANG_S)
     screen_main([*command, f"--out_root={other}"])
     assert results(json.loads((other / "screen.json").read_text())) == results(report)
 

@@ -7,11 +7,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import sweep_main, train_main
+from helpers import HANG_S, sweep_main, train_main, wait_until
 
 from nlq.comparison.sweep import Run, arm_names, format_eta, log_progress, progress
 from nlq.run import checkpoint
@@ -95,18 +94,14 @@ def test_a_killed_sweep_stops_its_runs_and_the_rerun_resumes_them(char_data, tmp
     p = subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *args], stdout=console, text=True)
     log = root / "tiny_base-s1" / "train.log"
     console_text = (tmp_path / "sweep.log").read_text
-    deadline = time.monotonic() + 120
     progress = re.compile(r"running: tiny_base s1 step \d+/100000 loss [\d.]+ eta ")
-    while not (log.exists() and "step 60:" in log.read_text() and progress.search(console_text())):
-        assert time.monotonic() < deadline and p.poll() is None  # training past its step-50 checkpoint,
-        time.sleep(0.2)  # and the sweep has reported its progress
+    # training past its step-50 checkpoint, and the sweep has reported its progress
+    wait_until(lambda: log.exists() and "step 60:" in log.read_text() and progress.search(console_text()),
+               "step 60 and a progress line", p)  # fmt: skip
     p.kill()  # SIGKILL: the sweep cannot clean up after itself
     p.wait()
     console.close()
-    deadline = time.monotonic() + 30
-    while not lock_is_free(root / "tiny_base-s1"):
-        assert time.monotonic() < deadline, "the run kept training after its sweep was killed"
-        time.sleep(0.2)
+    wait_until(lambda: lock_is_free(root / "tiny_base-s1"), "end of the run after its sweep was killed")
     saved = checkpoint.load(root / "tiny_base-s1" / "ckpt.pt")["iter_num"]
     end = saved + 20
     short = [f"--max_iters={end}", "--lr_decay_iters=100000", "--eval_interval=50", "--allow_schedule_change=True"]
@@ -127,13 +122,10 @@ def test_ctrl_c_stops_the_whole_sweep_and_says_how_to_continue(char_data, tmp_pa
     p = subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *args], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=reset)  # fmt: skip
     log = root / "base-s1" / "train.log"
-    deadline = time.monotonic() + 120
     try:
-        while not (log.exists() and "step 30:" in log.read_text()):
-            assert time.monotonic() < deadline and p.poll() is None
-            time.sleep(0.2)
+        wait_until(lambda: log.exists() and "step 30:" in log.read_text(), "step 30", p)
         (os.killpg if whole_group else os.kill)(p.pid, signal.SIGINT)
-        out, err = p.communicate(timeout=90)
+        out, err = p.communicate(timeout=HANG_S)
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)

@@ -208,7 +208,9 @@ def test_sample_refuses_more_samples_than_memory_holds_before_decoding(run_dir, 
     with monkeypatch.context() as m:
         m.setattr(sampling, "decoding_precision", measured)
         message = error_of([f"--out_dir={run_dir}", "--start=KING:", "--num_samples=11"], main=sample_main)
-    assert message.startswith("error: num_samples=11: decoding them needs") and "give num_samples=10 or fewer" in message
+    assert (
+        message.startswith("error: num_samples=11: decoding them needs") and "give num_samples=10 or fewer" in message
+    )
     assert len(samples(run_dir, "--start=KING:", "--num_samples=10", "--max_new_tokens=2")) == 10
     config = load_for_inference("resume", str(run_dir))[0].config
     monkeypatch.setattr(fits, "free_bytes", lambda device: one - 1)

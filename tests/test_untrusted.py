@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    HANG_S,
     analyze_skip_main,
     compare_main,
     error_of,
@@ -336,7 +337,7 @@ def test_an_hf_directory_naming_code_of_its_own_is_refused_by_every_tool_and_run
         input="y\ny\n",
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert said.returncode == 1 and "never runs its code" in said.stderr and "[y/N]" not in said.stdout + said.stderr
     out = tmp_path / "out"

@@ -129,6 +129,7 @@ TINY = ["--tokenizer=char", "--seeds=1,2", "--n_layer=1", "--n_embd=32", "--n_he
 @pytest.mark.slow
 def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
     src, out = folder(tmp_path / "docs", n=40), tmp_path / "V"
+    (src / "notes.csv").write_text("a,b\n")  # a file of another type: ignored, and counted in the report
     verdict_main([f"--data={src}", f"--out={out}", *TINY])
     said = dict(re.findall(r"^(train|val|test): (\d+) documents", capsys.readouterr().out, re.M))
     assert set(said) == {"train", "val", "test"} and sum(map(int, said.values())) == 40  # every document, once
@@ -156,11 +157,17 @@ def test_a_tiny_verdict_end_to_end_and_its_tally(tmp_path, capsys):
         assert len(starts) == 1 and (starts != {"#"} or len(block.splitlines()) == 1), block
     assert "At equal training FLOPs: each run read where" in report_md
     assert "Not at equal training time: some run lacks it" in report_md
+    assert "; 1 files of other types ignored." in report_md and "measures it again" in report_md
+    tables = [b.splitlines()[2:] for b in report_md.split("\n\n") if b.startswith("| arm |")]
+    orders = [[row.split(" | ")[0].removeprefix("| ") for row in t] for t in tables]
+    assert len(orders) == 3 and orders[0] == orders[1] == orders[2] == ["linear", "residual_gelu"], orders
     # the reviewer's answers: A for every item; the tally unblinds them through the key
     choices = tmp_path / "choices.json"
     choices.write_text(json.dumps({"review": key["review"], "answers": dict.fromkeys(key["items"], "A")}))
     capsys.readouterr()
     verdict_main([f"--tally={choices}", f"--out={out}"])
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1 and printed[0].startswith(f"{len(key['items'])} of {len(key['items'])} items answered")
     tally = json.loads((out / "tally.json").read_text())
     expected = {arm: sum(v["A"] == arm for v in key["items"].values()) for arm in ("linear", "residual_gelu")}
     assert tally["wins"] == expected and tally["ties"] == 0

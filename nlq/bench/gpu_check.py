@@ -3,6 +3,7 @@ wall-clock limit, and the plan that fits them in a budget."""
 
 import argparse
 import importlib.metadata
+import importlib.util
 import json
 import os
 import signal
@@ -345,10 +346,13 @@ class Runner:
     def save(self) -> None:
         atomic_write_json(self.out, self.report, default=str)
 
-    def run(self, step: Step) -> dict:
+    def run(self, step: Step, unavailable: str | None = None) -> dict:
+        """The step run, or skipped: for what it needs and lacks (unavailable says what), or for the budget."""
         began = self.elapsed()
         record = {"estimate_s": step.estimate_s, "compiles": step.compiles, "started_at_s": round(began, 1)}
-        if not self.fits(step.estimate_s):
+        if unavailable:
+            record["status"], record["reason"] = "skipped", unavailable
+        elif not self.fits(step.estimate_s):
             record["status"] = "skipped"
             record["reason"] = (
                 f"it would end near {began + step.estimate_s:.0f} s, past --budget_s={self.budget_s:g} "
@@ -527,10 +531,22 @@ def gpu_check(args, argv) -> None:
         chosen = step(args, s.name, estimates, compiled)
         if s.name == "other_arms" and compiled and not runner.fits(chosen.estimate_s + later):
             chosen = step(args, s.name, estimates, False)  # eager fits where compiling would pass the budget
-        runner.run(chosen)
+        runner.run(chosen, lacking(s.name))
     report["nvidia_smi_after"] = nvidia_smi() if cuda else None
     runner.save()
     conclude(report, out)
+
+
+def lacking(name: str) -> str | None:
+    """What a step needs that this machine lacks, in words (None: nothing): the GPU tests need pytest, which
+    README's second command installs and its first does not."""
+    if name != "gpu_tests":
+        return None
+    try:
+        found = importlib.util.find_spec("pytest") is not None
+    except ImportError:
+        found = False
+    return None if found else "pytest is not installed: `pip install -r requirements-dev.txt` (README's second command)"
 
 
 def check_options(args) -> None:
@@ -562,7 +578,9 @@ def interrupted(signum, frame):
 def conclude(report: dict, out: Path) -> None:
     steps = report["steps"]
     failed = [n for n, s in steps.items() if s["status"] in STATUS_FAILED]
-    skipped = [n for n, s in steps.items() if s["status"] == "skipped"]
-    print(f"report: {out}" + (f" (over the time budget, not run: {', '.join(skipped)})" if skipped else ""))
+    over = [n for n, s in steps.items() if s["status"] == "skipped" and "--budget_s" in s["reason"]]
+    unable = [f"{n} ({s['reason']})" for n, s in steps.items() if s["status"] == "skipped" and n not in over]
+    said = [f"over the time budget, not run: {', '.join(over)}"] * bool(over) + [f"not run: {u}" for u in unable]
+    print(f"report: {out}" + (f" ({'; '.join(said)})" if said else ""))
     if failed:
         raise UserError(f"{len(failed)} of {len(steps)} steps failed ({', '.join(failed)}): the details are in {out}")

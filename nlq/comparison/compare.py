@@ -261,13 +261,20 @@ def table(runs, baseline: str, step: int | None, metric: Metric = LOSS, prices: 
         "same seeds, else Welch), and p adjusted for the arms compared (Holm)",
         "",
         *rows(runs, baseline, step, metric),
-        *equal_cost_tables(runs, baseline, step, metric, prices),
+        *equal_cost_tables(runs, baseline, step, metric, prices, worst_first(runs, step, metric)),
     ]
     return lines + ["", fingerprint_report(runs)]
 
 
-def rows(runs, baseline: str, step: int, metric: Metric) -> list[str]:
-    """The table's header and one row per arm at step, best first."""
+def worst_first(runs, step: int, metric: Metric) -> list[str]:
+    """The arms by their mean at step, worst first and best last, as the paper's table ends with its best arm."""
+    arms = arms_of(runs)
+    means = {a: statistics.mean(r.evals[step][metric.key] for r in rs) for a, rs in arms.items()}
+    return sorted(arms, key=lambda a: means[a], reverse=not metric.higher_is_better)
+
+
+def rows(runs, baseline: str, step: int, metric: Metric, order: list[str] | None = None) -> list[str]:
+    """The table's header and one row per arm at step, in order (default: worst_first's)."""
     arms = arms_of(runs)
     values = {a: [r.evals[step][metric.key] for r in rs] for a, rs in arms.items()}
     lines = [
@@ -277,8 +284,8 @@ def rows(runs, baseline: str, step: int, metric: Metric) -> list[str]:
     ]
     versus = {a: versus_baseline(rs, arms[baseline], step, metric) for a, rs in arms.items() if a != baseline}
     adjusted = holm({a: v[2] for a, v in versus.items()})
-    order = sorted(arms.items(), key=lambda kv: statistics.mean(values[kv[0]]), reverse=not metric.higher_is_better)
-    for arm, rs in order:
+    for arm in order or worst_first(runs, step, metric):
+        rs = arms[arm]
         vals = values[arm]
         mean = statistics.mean(vals)
         shown = f"{mean:.4f} ± {statistics.stdev(vals):.4f}" if len(vals) > 1 else f"{mean:.4f}"
@@ -294,9 +301,10 @@ def rows(runs, baseline: str, step: int, metric: Metric) -> list[str]:
     return lines
 
 
-def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: dict | None) -> list[str]:
+def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: dict | None, order=None) -> list[str]:
     """The table again at equal training FLOPs and at equal training time (nlq/comparison/cost.py): each run
-    read where it had spent what the cheapest run had spent by step; an axis some run cannot give is named."""
+    read where it had spent what the cheapest run had spent by step; an axis some run cannot give is named.
+    The rows keep the order of the table at equal steps (order), so that the tables read row by row."""
     per_token = cost.per_token(runs, baseline, prices)
     keys = list(dict.fromkeys([metric.key, "val_loss"]))
     lines = []
@@ -316,7 +324,7 @@ def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: di
             f"At {title}: each run read where it had spent {budget:.3g} {unit}{priced}, the least any run had spent "
             f"by step {step}; linear between evaluations (tokens seen: where each was read)",
             "",
-            *rows(stand_ins, baseline, step, metric),
+            *rows(stand_ins, baseline, step, metric, order),
         ]
     missing = [cost.AXES[a][0] for a in cost.AXES if a not in per_token and (a != "priced" or prices)]
     if missing:
@@ -425,7 +433,7 @@ def tuned(runs, keys, baseline: str, metric: Metric = LOSS, png=None, md=None, j
     result = tuning.report(runs, keys, baseline, metric)
     result["batches"] = fingerprint_report(runs)  # every run of both stages on the same batches, step by step
     fresh = [r for r in runs if tuning.stage_of(r) == "report"]
-    costs = equal_cost_tables(fresh, baseline, result["step"], metric, prices)
+    costs = equal_cost_tables(fresh, baseline, result["step"], metric, prices, tuning.arm_order(result))
     lines = [*tuning.markdown(result), *costs, "", result["batches"]]
     print("\n".join(lines))
     if md:

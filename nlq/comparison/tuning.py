@@ -230,6 +230,13 @@ def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str
                 raise TuningError(f"{r.name} did not reach its last step: finish (or rerun) it before reporting")
 
 
+def arm_order(result: dict) -> list[str]:
+    """The arms of a report by their stage-2 mean, worst first and best last (as compare.worst_first)."""
+    metric = METRICS[result.get("metric", "val_loss")]
+    means = {arm: r[f"{metric.key}_mean"] for arm, r in result["arms"].items()}
+    return sorted(means, key=lambda a: means[a], reverse=not metric.higher_is_better)
+
+
 def markdown(result: dict) -> list[str]:
     """The stage-2 table, its budgets and its warnings, as markdown lines."""
     metric = METRICS[result.get("metric", "val_loss")]
@@ -244,8 +251,8 @@ def markdown(result: dict) -> list[str]:
         "| tuning: runs, tokens, FLOPs |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    worst_first = (lambda kv: kv[1][mean]) if metric.higher_is_better else (lambda kv: -kv[1][mean])
-    for arm, r in sorted(result["arms"].items(), key=worst_first):
+    for arm in arm_order(result):
+        r = result["arms"][arm]
         chosen = ", ".join(f"{k}={v}" for k, v in r["chosen"].items())
         spread = f" ± {r[std]:.4f}" if r[std] is not None else ""
         ci = f"[{metric.gain(r['interval'][0])}, {metric.gain(r['interval'][1])}]" if r["interval"] else "—"

@@ -291,8 +291,9 @@ def losses(results: dict, baseline: str) -> dict:
     for r in arms.values():
         r["perplexity"] = float(np.exp(r["val_loss_mean"]))
     step = min(r.config["max_iters"] for r in runs)
-    equal_cost = equal_cost_tables(runs, baseline, step, LOSS, None)  # FLOPs, and the seconds each run took here
-    return {"arms": arms, "tuned": table, "equal_cost": equal_cost, "batches": fingerprint_report(runs)}
+    order = tuning.arm_order(table) if table else list(arms)  # the loss table's order, for every table
+    equal_cost = equal_cost_tables(runs, baseline, step, LOSS, None, order)  # FLOPs, and the seconds each run took
+    return {"arms": arms, "order": order, "tuned": table, "equal_cost": equal_cost, "batches": fingerprint_report(runs)}
 
 
 def first_runs(results: dict) -> dict:
@@ -380,7 +381,10 @@ def report(args, arms, results: dict, out: Path) -> None:
     data_meta = load_meta(out / "data")
     result = {
         "command": ["verdict.py", *sys.argv[1:]] if sys.argv[0].endswith("verdict.py") else None,
-        "data": {k: data_meta.get(k) for k in ("source", "tokenizer", "documents", "tokens", "duplicates", "skipped")},
+        "data": {
+            k: data_meta.get(k)
+            for k in ("source", "tokenizer", "documents", "tokens", "duplicates", "skipped", "other_files")
+        },
         "reference": reference,
         "losses": loss,
         "latency": timing,
@@ -400,7 +404,9 @@ def markdown(result: dict, args) -> list[str]:
         "",
         f"Documents: {docs} ({data['tokenizer']} tokens: "
         + ", ".join(f"{n:,} {k}" for k, n in data["tokens"].items())
-        + f"); {data['duplicates']} duplicates dropped, skipped: {documents.skipped_text(data['skipped'] or {})}.",
+        + f"); {data['duplicates']} duplicates dropped, skipped: {documents.skipped_text(data['skipped'] or {})}"
+        + (f"; {data['other_files']} files of other types ignored" if data.get("other_files") else "")
+        + ".",
         "",
         "## Validation loss",
         "",
@@ -428,12 +434,14 @@ def markdown(result: dict, args) -> list[str]:
     lines += [
         f"Batch 1, a prompt of {timing['prompt']} tokens then {timing['new_tokens']} tokens decoded with the KV cache, "
         f"{timing['dtype'].removeprefix('torch.')} on {timing['device']} ({timing['threads']} threads); median "
-        f"[min-max] over {timing['repeats']} interleaved rounds; ratios to {ref} paired within each round.",
+        f"[min-max] over {timing['repeats']} interleaved rounds; ratios to {ref} paired within each round. "
+        "Measured each time this report is written: a rerun of the command trains nothing and measures it again.",
         "",
         "| arm | prefill tokens/s | ratio | decode ms/token | ratio |",
         "|---|---|---|---|---|",
     ]
-    for arm, r in timing["arms"].items():
+    for arm in loss["order"]:  # the loss tables' order
+        r = timing["arms"][arm]
         lines.append(
             f"| {arm} | {spread(r['prefill_tokens_per_s'], 0)} | {spread(r['prefill_ratio'], 3)} "
             f"| {spread(r['decode_ms_per_token'], 2)} | {spread(r['decode_ratio'], 3)} |"
@@ -481,7 +489,6 @@ def tally(choices: Path, out: Path) -> None:
     atomic_write_json(out / "tally.json", result, indent=1)
     a, b = key["arms"]
     p = result["sign_test_p"]
-    print(json.dumps(result, indent=1))
     print(
         f"{result['answered']} of {result['items']} items answered: {a} better {result['wins'][a]}, {b} better "
         f"{result['wins'][b]}, ties {result['ties']}; sign test p {'—' if p is None else f'{p:.3g}'} "

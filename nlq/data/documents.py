@@ -167,6 +167,7 @@ def write(folder: Folder, tokenizer: str, out_dir, source: str, force: bool) -> 
             "documents": {name: len(paths) for name, paths in folder.splits.items()},
             "duplicates": folder.duplicates,
             "skipped": folder.skipped,
+            "other_files": folder.other_files,  # not .txt / .md: ignored, and counted
         },
         force=force,
     )

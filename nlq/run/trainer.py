@@ -450,7 +450,8 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
         print(f"run {run_dir.path}: {changed_settings(resolved)} (every setting: {run_dir.path / 'config.json'})")
         unused = model.config.vocab_size - data.meta["vocab_size"]
         if unused > 0:  # a config's vocab_size above the data's (GPT-2's padding, or another dataset's alphabet)
-            print(f"vocab_size={model.config.vocab_size} holds the data's {data.meta['vocab_size']} ids; {unused} are never seen")
+            held = data.meta["vocab_size"]
+            print(f"vocab_size={model.config.vocab_size} holds the data's {held} ids; {unused} are never seen")
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(
             f"{model.num_params():,} non-embedding parameters, {trainable:,} trainable; {d.world_size} process(es) "
