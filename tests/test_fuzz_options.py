@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from helpers import bench_main, compare_main, sample_main, screen_main, verdict_main
-from test_tools import fake_run, run_dir  # run_dir: a tiny trained run to sample from (context 32)
 from test_screen import SCREEN, tiny_screen
+from test_tools import fake_run, run_dir  # noqa: F401 (run_dir: a fixture, a tiny trained run to sample from)
 from test_verdict import TINY, folder
 
 INTS = ["-1", "0", "1", "3", "1000000000", "x", "1.5", ""]
