@@ -194,3 +194,22 @@ def test_logs_without_tokens_name_the_missing_axis_and_keep_the_equal_step_table
     lines = compare.table(runs, "baseline", 2)
     assert any(line.startswith("| nlq |") for line in lines)
     assert "Not at equal training FLOPs: baseline1, baseline2, nlq1 logged no tokens seen at step 2" in lines
+
+
+def test_seconds_per_token_is_the_median_step_over_the_tokens_of_a_step():
+    """Step times of 10, 40 and 20 ms at 100 tokens a step (the logs count tokens seen so far): 0.1, 0.4 and
+    0.2 ms a token, whose median is 0.2 ms (their mean would be 0.233, their least 0.1, their most 0.4)."""
+    r = run("b", "base", 1, [(0, 4.0), (100, 3.0)], ms=[10, 40, 20])
+    assert cost.measured_seconds_per_token(r) == pytest.approx(0.2e-3, rel=1e-12)
+    r.steps[3] = {"step": 3, "loss": 1.0, "ms": 30, "tokens": 200}  # 50 tokens a step by step 3: 0.6 ms a token
+    assert cost.measured_seconds_per_token(r) == pytest.approx((0.2e-3 + 0.4e-3) / 2, rel=1e-12)
+
+
+def test_prices_are_read_against_the_comparisons_own_baseline_whatever_arm_it_is():
+    """The baseline here is an identity-query arm: its token costs 1, the nonlinear query's its step's ratio
+    to identity's in the report, 1.2 / 0.8 = 1.5 (not to linear's, 1.2)."""
+    ident = run("i1", "ident", 1, [(0, 4.0), (100, 3.0)], query_mode="identity")
+    nlq = run("n1", "nlq", 1, [(0, 4.0), (100, 3.0)], query_mode="residual_gelu")
+    prices = {"linear": 1.0, "identity": 0.8, "residual_gelu": 1.2}
+    assert cost.per_token([nlq, ident], "ident", prices)["priced"] == pytest.approx({"i1": 1.0, "n1": 1.5})
+    assert cost.per_token([nlq, ident], "nlq", prices)["priced"] == pytest.approx({"i1": 0.8 / 1.2, "n1": 1.0})

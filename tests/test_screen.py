@@ -523,3 +523,34 @@ def test_the_screens_own_report_chooses_each_arms_point_by_accuracy():
     result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
     assert result["arms"]["base"]["chosen"] == {"learning_rate": 1e-3}
     assert result["arms"]["base"]["val_acc_mean"] == pytest.approx(0.93)  # (0.95 + 0.91) / 2: the 1e-3 seeds
+
+
+def test_stage_two_is_planned_at_the_points_stage_one_chose_by_accuracy(tmp_path):
+    """Through the code that plans the screen: stage 1 of setting mq planned for two arms at two learning
+    rates, its runs' logs written here so that accuracy and loss rank the points apart (base: 1e-3 has the
+    higher accuracy and the higher loss; nlq: the other way round). Stage 2 runs each arm at its accuracy's
+    point, on the fresh seeds, with that point on its command line."""
+    from nlq.comparison import screen
+
+    arms = tiny_screen(tmp_path)[:2]
+    setting = screening.Setting(**{k: v for k, v in SCREEN["settings"][0].items() if k != "axis"})
+    root, data = tmp_path / "R", tmp_path / "R" / "data" / "mq"
+    points = [{"learning_rate": "1e-3"}, {"learning_rate": "3e-2"}]
+    stage1 = screen.plan(setting, data, arms, [1], root, [], points)
+    assert len(stage1) == 4
+    finals = {("base", "1e-3"): (0.9, 2.0), ("base", "3e-2"): (0.8, 1.0),
+              ("nlq", "1e-3"): (0.7, 1.0), ("nlq", "3e-2"): (0.95, 2.5)}  # fmt: skip
+    for r in stage1:
+        acc, loss = finals[(r.arm, r.point["learning_rate"])]
+        r.out_dir.mkdir(parents=True)
+        config = {"wandb_run_name": r.arm, "wandb_group": "R/tune", "seed": r.seed, "query_mode": "linear",
+                  "learning_rate": float(r.point["learning_rate"]), "max_iters": r.max_iters}  # fmt: skip
+        (r.out_dir / "config.json").write_text(json.dumps(config))
+        evals = [{"step": 0, "val_loss": 3.0, "val_acc": 0.1}, {"step": r.max_iters, "val_loss": loss, "val_acc": acc}]
+        (r.out_dir / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    stage2 = screen.chosen_runs(setting, stage1, data, arms, [2, 3], root, [], ["learning_rate"])
+    chosen = {"base": "1e-3", "nlq": "3e-2"}  # by accuracy; the loss would choose the other point of each
+    assert sorted((r.arm, r.seed) for r in stage2) == [("base", 2), ("base", 3), ("nlq", 2), ("nlq", 3)]
+    for r in stage2:
+        assert r.point == {"learning_rate": chosen[r.arm]} and f"--learning_rate={chosen[r.arm]}" in r.options
+        assert r.out_dir == root / "mq" / f"{r.arm}-learning_rate={chosen[r.arm]}-s{r.seed}"

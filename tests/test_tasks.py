@@ -680,3 +680,48 @@ def test_mqar_asks_every_key_of_its_range():
     out, vocab, _ = tasks.generate("mqar", dict(vocab_size=64, seq_len=16, num_kv_pairs=4), 200, 8, 0)
     x, y = out["train"]
     assert vocab.roles()["keys"] == [1, 32] and set(x[y != -100].tolist()) == set(range(1, 32))
+
+
+def test_the_per_example_floor_is_the_best_rule_per_example_not_the_best_per_token():
+    """Answers 5 and 6; keys 1, 2, 3; 5 shown three times with key 1, 6 twice with keys 2 and 3. Examples 1 and
+    3 ask once for 6, example 2 three times for 5. By hand, per token and per example (the product of an
+    example's chances, averaged over examples):
+    most_frequent (5): 0, 1 1 1, 0 -> 3/5 and 1/3; most_keys (6): 1, 0 0 0, 1 -> 2/5 and 2/3;
+    uniform (1/2 each): 5/2 / 5 = 1/2 and (1/2 + 1/8 + 1/2) / 3 = 3/8;
+    uniform_keys (5: 1/3, 6: 2/3): (2/3 + 1 + 2/3) / 5 = 7/15 and (2/3 + 1/27 + 2/3) / 3 = 37/81.
+    So the token floor is most_frequent's 3/5 and the example floor most_keys' 2/3."""
+    context = [1, 5, 1, 5, 1, 5, 2, 6, 3, 6, 4]
+    inputs = np.array([context + [8, 9]] * 3)
+    targets = np.full_like(inputs, -100)
+    targets[0, 10] = targets[2, 10] = 6
+    targets[1, 10:13] = 5
+    floor = key_blind_floor(inputs, targets)
+    expected = {
+        "most_frequent": (3 / 5, 1 / 3),
+        "most_keys": (2 / 5, 2 / 3),
+        "uniform": (1 / 2, 3 / 8),
+        "uniform_keys": (7 / 15, 37 / 81),
+    }
+    for rule, (token, example) in expected.items():
+        assert floor["rules"][rule] == pytest.approx({"token": token, "example": example}), rule
+    assert floor["rule"] == {"token": "most_frequent", "example": "most_keys"}
+    assert floor["token"] == pytest.approx(3 / 5) and floor["example"] == pytest.approx(2 / 3)
+
+
+def test_every_rank_and_micro_step_reads_the_rows_one_process_reads():
+    """A step of 4 micro-steps of 2 examples: over 1, 2 or 4 ranks (4, 2 or 1 micro-steps each), rank r's
+    micro-step m holds rows (r x micro-steps per rank + m) x 2 onward of the step's batch, so that the
+    ranks' rows in rank order are the one-process rows, inputs and targets alike."""
+    n = 24
+    split = SimpleNamespace(inputs=np.arange(n)[:, None] * np.ones((1, 3), int), targets=np.full((n, 3), -100))
+    split.targets[:, 2] = np.arange(n) % 7
+    batches = ExampleBatches(split, batch_size=2, grad_accum=4, seed=11)
+    for step in (0, 2, 3):  # the third step crosses into the second epoch (24 rows, 8 a step)
+        batch = [int(r) for r in batches.offsets(step)]
+        one = [batches.get(step, m) for m in range(4)]
+        assert torch.cat([x for x, _ in one])[:, 0].tolist() == batch
+        for world in (2, 4):
+            parts = [batches.get(step, m, rank=r, world_size=world) for r in range(world) for m in range(4 // world)]
+            for (x, y), (x1, y1) in zip(parts, one):
+                assert torch.equal(x, x1) and torch.equal(y, y1), (step, world)
+            assert torch.cat([y for _, y in parts])[:, 2].tolist() == [r % 7 for r in batch]

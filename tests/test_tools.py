@@ -1,3 +1,4 @@
+import contextlib
 import json
 import math
 import statistics
@@ -696,3 +697,68 @@ def test_the_transformers_anchor_decodes_exactly_the_new_tokens_it_is_timed_on(m
     assert result["path"] == "dynamic cache, eager" and len(result["tokens_per_s"]["samples"]) == 3
     assert lengths == [(1, 28)] * 5  # two warm-up runs, then the three timed
     assert "transformers" not in capfd.readouterr().err
+
+
+def test_bench_figures_and_ratios_from_each_rounds_own_measurements():
+    """Three rounds of hand-made measurements for linear and residual_gelu, batch 2 of the tiny preset's 64
+    positions on 2 processes (256 tokens a step), peaks of 1e9, 2e9 and 4e9 FLOP/s: each ratio is the
+    round's own pair (never a ratio of medians), tokens/s the tokens over the median step, MFU each round's
+    FLOPs over its own peak and the processes'."""
+    from nlq.bench.cost import results
+
+    cfg = SimpleNamespace(batch_size=2, preset="tiny")
+    subjects = {
+        "linear": SimpleNamespace(flops=100.0, params=10),
+        "residual_gelu": SimpleNamespace(flops=120.0, params=11),
+    }
+    raw = {
+        "linear": {"train_s": [1.0, 2.0, 4.0], "prefill_s": [0.1, 0.3, 0.2], "decode_tok_s": [100.0, 50.0, 80.0],
+                   "peak_mem": 7},
+        "residual_gelu": {"train_s": [1.5, 2.0, 6.0], "prefill_s": [0.2, 0.3, 0.1], "decode_tok_s": [90.0, 40.0, 80.0],
+                          "peak_mem": 9},
+    }  # fmt: skip
+    out = results(cfg, subjects, raw, [1e9, 2e9, 4e9], world=2)
+    nlq = out["residual_gelu"]
+    assert nlq["train_ratio"]["samples"] == [1.5, 1.0, 1.5] and nlq["train_ratio"]["median"] == 1.5
+    assert nlq["prefill_ratio"]["samples"] == pytest.approx([2.0, 1.0, 0.5])
+    assert nlq["decode_ratio"]["samples"] == pytest.approx([0.9, 0.8, 1.0]) and nlq["decode_ratio"]["median"] == 0.9
+    assert out["linear"]["train_ratio"]["samples"] == [1.0, 1.0, 1.0]
+    assert nlq["train_tokens_per_s"] == 256 / 2.0 and out["linear"]["train_tokens_per_s"] == 256 / 2.0
+    mfu = [120 * 256 / t / (p * 2) for t, p in zip([1.5, 2.0, 6.0], [1e9, 2e9, 4e9])]
+    assert nlq["mfu"]["samples"] == pytest.approx(mfu) and nlq["peak_mem_bytes"] == 9
+    assert nlq["prefill_s"]["median"] == 0.2 and nlq["decode_tokens_per_s"]["median"] == 80.0
+
+
+def test_latency_figures_are_tokens_per_second_and_milliseconds_per_token_on_a_stub_clock(monkeypatch):
+    """Two models whose prefill of 10 tokens takes 0.5 s and 1.0 s and whose decode step takes 10 ms and
+    20 ms, on a clock the stub decoders advance: prefill 20 and 10 tokens/s, decode 10 and 20 ms a token,
+    ratios to the first 0.5 (prefill) and 2.0 (decode), in every round after the two of warm-up."""
+    from nlq.eval import latency
+
+    now = [0.0]
+    monkeypatch.setattr(latency, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    costs = {"fast": (0.5, 0.01), "slow": (1.0, 0.02)}
+
+    class StubDecoder:
+        label, why = "stub", None
+
+        def __init__(self, model):
+            self.prefill_s, self.step_s = costs[model.name]
+
+        def prefill(self, prompt):
+            assert prompt.shape == (1, 10)
+            now[0] += self.prefill_s
+
+        def step(self, tok):
+            now[0] += self.step_s
+
+    monkeypatch.setattr(latency, "Decoder", StubDecoder)
+    models = {n: SimpleNamespace(name=n, config=SimpleNamespace(vocab_size=50)) for n in costs}
+    found = latency.compare_latency(models, "fast", 10, 4, 3, "cpu", contextlib.nullcontext())
+    assert found["fast"]["prefill_tokens_per_s"]["samples"] == pytest.approx([20.0] * 3)
+    assert found["slow"]["prefill_tokens_per_s"]["samples"] == pytest.approx([10.0] * 3)
+    assert found["fast"]["decode_ms_per_token"]["samples"] == pytest.approx([10.0] * 3)
+    assert found["slow"]["decode_ms_per_token"]["samples"] == pytest.approx([20.0] * 3)
+    assert found["slow"]["prefill_ratio"]["median"] == pytest.approx(0.5)
+    assert found["slow"]["decode_ratio"]["median"] == pytest.approx(2.0)
+    assert found["fast"]["decode_ratio"]["samples"] == pytest.approx([1.0] * 3) and found["slow"]["path"] == "stub"

@@ -346,3 +346,18 @@ def test_a_finished_run_that_lost_its_last_evaluation_or_config_is_restored_by_a
     assert len(restored) == len(records)  # nothing trained again: no step's record added
     assert json.loads((run / "config.json").read_text())["max_iters"] == 8
     assert Planned("a", 1, "c.py", run, 8).status() == "finished"
+
+
+def test_a_budget_counts_every_factor_of_the_tokens_each_run_spends():
+    """Two tune runs of other shapes: 16 positions x 3 rows x 5 micro-steps x 7 steps = 1,680 tokens and
+    32 x 2 x 1 x 11 = 704; FLOPs each at its own context (GPT-2's count: 3 x (2 x weights + 4 L T d)), the
+    weights being the tied token table 65 x 16 and the block's 16 x 48 + 16 x 16 + 2 x 16 x 64."""
+    a = fake("nlq", "tune", 1, 1e-3, 3.0, max_iters=7, batch_size=3, gradient_accumulation_steps=5)
+    b = fake("nlq", "tune", 2, 1e-3, 3.0, max_iters=11, block_size=32)
+    weights = 65 * 16 + 16 * 48 + 16 * 16 + 2 * 16 * 64
+    per_token = {T: 3 * (2 * weights + 4 * 1 * T * 16) for T in (16, 32)}
+    assert tuning.budget([a, b]) == {
+        "runs": 2,
+        "tokens": 1_680 + 704,
+        "flops": 1_680 * per_token[16] + 704 * per_token[32],
+    }
