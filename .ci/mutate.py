@@ -6,6 +6,7 @@ after writing its tests (docs/contributing.md).
     python .ci/mutate.py model.py --sample=60          # 60 of them, drawn with a fixed seed
     python .ci/mutate.py nlq/comparison/compare.py --tests="tests/test_tools.py -k compare" --sample=40 --seed=2
     python .ci/mutate.py nlq/comparison/stats.py --sample=30 --tests_from=REV   # the same mutants, older tests
+    python .ci/mutate.py nlq/data/loader.py --functions=ExampleBatches,example_rows --tests=tests/test_tasks.py
 
 The working tree (tracked files and untracked ones git does not ignore, as they are now) is copied to a
 scratch directory, mutmut's settings for the module are added to the copy's pyproject.toml, and each mutant
@@ -107,6 +108,8 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
         "-k",
         "not end_to_end and not side_by_side",
     ],
+    "nlq/eval/latency.py": ["tests/test_tools.py", "-k", "stub_clock or latency"],
+    "nlq/bench/cost.py": ["tests/test_tools.py", "tests/test_cost.py", "-k", "bench or prices or report"],
     # the verdict and its blind review (issue 53): their own tests and the option fuzz
     "nlq/comparison/verdict.py": ["tests/test_verdict.py", "tests/test_fuzz_options.py"],
     "nlq/eval/review.py": ["tests/test_review.py", "tests/test_verdict.py"],
@@ -219,7 +222,7 @@ def run(args) -> float:
             with open(dest / "tests" / "conftest.py", "a") as f:
                 f.write(SAME_MODULE_AS_HF)
         configure(dest, module, tests, args.slow)
-        names = mutants(dest, module)
+        names = [n for n in mutants(dest, module) if not args.functions or any(f in n for f in args.functions)]
         chosen = sorted(random.Random(args.seed).sample(names, min(args.sample, len(names)))) if args.sample else names
         print(f"{module}: {len(names)} mutants, running {len(chosen)} against {', '.join(tests)}", flush=True)
         ran = subprocess.run(
@@ -248,6 +251,10 @@ def main(argv=None):
     p.add_argument("--tests_from", help="a git revision: its tests/ instead of the working tree's (a before score)")
     p.add_argument("--sample", type=int, default=0, help="run this many mutants, drawn with --seed (0: all)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--functions", type=lambda t: t.split(","), default=[],
+        help="only the mutants of these functions or classes (names, comma-separated: ExampleBatches,example_rows)",
+    )  # fmt: skip
     p.add_argument("--jobs", type=int, default=2, help="mutants run at once")
     p.add_argument(
         "--slow", action="store_true", help="the tests marked slow too (the end-to-end runs: minutes a mutant)"
