@@ -7,11 +7,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import HANG_S, sweep_main, train_main, wait_until
 
+from nlq.comparison import placement
+from nlq.comparison import sweep as sweep_lib
 from nlq.comparison.sweep import Run, arm_names, format_eta, log_progress, progress
 from nlq.run import checkpoint
 
@@ -214,3 +218,69 @@ def test_a_metrics_file_that_is_a_directory_is_one_line(char_data, tmp_path):
     with pytest.raises(SystemExit) as e:
         sweep_main([base, "--seeds=1", f"--out_root={tmp_path / 'out'}", "--dry_run"])
     assert "metrics.jsonl cannot be read (Is a directory): move it aside" in str(e.value.code)
+
+
+def test_runs_per_gpu_are_what_both_the_cores_and_the_memory_allow():
+    """Two threads a run: 16 cores give 8 runs on one GPU, 4 on each of two; 20 GiB free at 4 GiB a run gives
+    5 (the fewer); less than one run's memory free still runs one; unknown memory: the cores alone."""
+    gib = placement.GiB
+    assert placement.runs_per_gpu(1, 16, None, gib)[0] == 8 and placement.runs_per_gpu(2, 16, None, gib)[0] == 4
+    assert placement.runs_per_gpu(1, 16, 20 * gib, 4 * gib)[0] == 5
+    assert placement.runs_per_gpu(1, 16, gib, 4 * gib)[0] == 1 and placement.runs_per_gpu(1, 1, None, gib)[0] == 1
+    assert "memory unknown here (pass --runs_per_gpu" in placement.runs_per_gpu(1, 16, None, gib)[1]
+
+
+def test_each_gpu_takes_its_runs_and_the_cores_are_shared_among_them(monkeypatch):
+    """--gpus=0,1 --runs_per_gpu=3 on 12 cores: six slots, three on each GPU, 2 threads a run; --threads wins."""
+    monkeypatch.setattr(placement.os, "cpu_count", lambda: 12)
+    args = SimpleNamespace(gpus="0,1", runs_per_gpu=3, threads=None, jobs=1)
+    placed, threads, said = placement.slots(args, [])
+    assert placed == ["0", "0", "0", "1", "1", "1"] and threads == 2 and said.startswith("6 at a time: 3 per GPU")
+    assert placement.slots(SimpleNamespace(**{**vars(args), "threads": 1}), [])[1] == 1
+    assert placement.slots(SimpleNamespace(gpus=None, runs_per_gpu=None, threads=None, jobs=3), [])[:2] == (
+        [None] * 3,
+        4,
+    )
+
+
+def test_the_gpu_plan_adds_the_runs_steps_and_starts_over_the_runs_at_once():
+    """Four runs of 12,000 steps at 10 ms and 8 s a start, two at a time: (480 + 32) / 2 s = 4.3 minutes; with
+    two runs more at most: (720 + 48) / 2 s = 6.4 minutes."""
+    line = placement.gpu_plan([12_000] * 4, [12_000] * 2, ["0", "0"], 10.0)
+    assert line.startswith("GPU plan: 4 runs, 2 at a time: about 4 minutes; at most 6 with all 2 runs more, at 10 ms")
+
+
+def test_runs_share_a_slot_s_gpu_at_once(monkeypatch):
+    """run_all with two slots on GPU 0: both runs are inside execute at once (a barrier both must reach), each
+    told its GPU and threads."""
+    barrier, seen = threading.Barrier(2, timeout=HANG_S), []
+
+    def execute(run, launcher, extra, gpu, threads, started=None):
+        seen.append((run.seed, gpu, threads))
+        barrier.wait()  # broken, and the test failed, unless the other run is in here too
+        return 0, None
+
+    monkeypatch.setattr(sweep_lib, "execute", execute)
+    todo = [(SimpleNamespace(out_dir=Path(f"/nowhere/s{s}"), arm="a", seed=s, max_iters=1), "missing") for s in (1, 2)]
+    monkeypatch.setattr(sweep_lib, "describe", lambda r: f"a s{r.seed}")
+    assert sweep_lib.run_all(todo, "python", [], ["0", "0"], every=HANG_S, threads=3) == {}
+    assert sorted(seen) == [(1, "0", 3), (2, "0", 3)]
+
+
+@pytest.mark.slow
+def test_a_runs_logs_are_the_same_whether_it_shares_its_gpu_or_not(char_data, tmp_path):
+    """The same four runs (two arms, two seeds) one at a time and two at a time on 'GPU 0' (on a CPU the
+    runs train on the CPU; the slots and threads are those a GPU gets), one thread each: every logged number
+    but the clock's is identical."""
+    base, nlq, _ = write_arms(tmp_path, char_data)
+    logs = {}
+    for per in (1, 2):
+        root = tmp_path / f"per{per}"
+        sweep_main([base, nlq, "--seeds=1,2", f"--out_root={root}", "--gpus=0", f"--runs_per_gpu={per}",
+                    "--threads=1", "--png="])  # fmt: skip
+        clock = ("ms", "tok_s", "mfu", "eta_s", "time", "elapsed_s")
+        logs[per] = {
+            d.name: [{k: v for k, v in r.items() if k not in clock} for r in map(json.loads, open(d / "metrics.jsonl"))]
+            for d in sorted(root.glob("*-s*"))
+        }
+    assert len(logs[1]) == 4 and logs[1] == logs[2]

@@ -739,17 +739,21 @@ def test_latency_figures_are_tokens_per_second_and_milliseconds_per_token_on_a_s
     monkeypatch.setattr(latency, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     costs = {"fast": (0.5, 0.01), "slow": (1.0, 0.02)}
 
+    prompts = []
+
     class StubDecoder:
-        label, why = "stub", None
+        label = "stub"
 
         def __init__(self, model):
             self.prefill_s, self.step_s = costs[model.name]
+            self.why = "no graphs here" if model.name == "slow" else None
 
         def prefill(self, prompt):
-            assert prompt.shape == (1, 10)
+            prompts.append(prompt)
             now[0] += self.prefill_s
 
         def step(self, tok):
+            assert tok.shape == (1, 1) and tok.item() == prompts[-1][0, -1].item()  # the prompt's last token
             now[0] += self.step_s
 
     monkeypatch.setattr(latency, "Decoder", StubDecoder)
@@ -761,4 +765,24 @@ def test_latency_figures_are_tokens_per_second_and_milliseconds_per_token_on_a_s
     assert found["slow"]["decode_ms_per_token"]["samples"] == pytest.approx([20.0] * 3)
     assert found["slow"]["prefill_ratio"]["median"] == pytest.approx(0.5)
     assert found["slow"]["decode_ratio"]["median"] == pytest.approx(2.0)
-    assert found["fast"]["decode_ratio"]["samples"] == pytest.approx([1.0] * 3) and found["slow"]["path"] == "stub"
+    assert found["fast"]["decode_ratio"]["samples"] == pytest.approx([1.0] * 3)
+    assert found["fast"]["path"] == "stub" and found["slow"]["path"] == "stub (no graphs here)"
+    spread = found["slow"]["decode_ms_per_token"]
+    assert (spread["min"], spread["median"], spread["max"]) == pytest.approx((20.0, 20.0, 20.0))
+    # every model, every round, and a second comparison: one prompt of 10 ids below the vocabulary
+    assert len(prompts) == 2 * (3 + 2) and all(p.shape == (1, 10) and int(p.max()) < 50 for p in prompts)
+    latency.compare_latency(models, "fast", 10, 4, 1, "cpu", contextlib.nullcontext())
+    assert all(torch.equal(p, prompts[0]) for p in prompts)
+
+
+def test_a_latency_on_a_gpu_waits_for_the_device_before_and_after(monkeypatch):
+    """The device's queued work is waited for before the clock starts and before it stops, on CUDA only."""
+    from nlq.eval import latency
+
+    calls = []
+    monkeypatch.setattr(latency.torch.cuda, "synchronize", lambda device: calls.append(device))
+    latency.timed(lambda: calls.append("work"), "cuda:1")
+    assert calls == ["cuda:1", "work", "cuda:1"]
+    calls.clear()
+    latency.timed(lambda: calls.append("work"), "cpu")
+    assert calls == ["work"]

@@ -12,7 +12,7 @@ from model import GPTConfig
 from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
 from nlq.common.errors import UserError
 from nlq.common.figures import check_figure_path
-from nlq.comparison import cost, screening, sweep
+from nlq.comparison import cost, placement, screening, sweep
 from nlq.comparison.compare import Run
 from nlq.comparison.screening import ACCURACY
 from nlq.data.examples import rescore_floor, write_task
@@ -92,6 +92,8 @@ def screen(args, extra) -> None:
                 f"interval holds zero (to {' then '.join(map(str, screening.seed_rounds(len(seeds), len(fresh))))} "
                 f"seeds): at most {len(fresh) * len(args.arms) * len(settings)} runs more (--max_extra_seeds)"
             )
+        if args.gpus:
+            print(f"the whole screen: {whole_gpu_plan(settings, stage1, args, len(seeds), len(fresh))}")
         return
     out_root.mkdir(parents=True, exist_ok=True)
     for name in ("screen.md", "screen.json"):
@@ -259,8 +261,8 @@ def prepare(setting, data_dir: Path, out_root: Path) -> None:
 
 
 def estimate(settings, stage1, args, seeds: int) -> None:
-    """The runs and their estimated time at --tokens_per_s per run, --jobs (or GPUs) at a time. Stage 2 is
-    counted as seeds runs per arm and setting at its full length."""
+    """The runs and their estimated time at --tokens_per_s per run, --jobs at a time (on GPUs: the GPU plan,
+    whole_gpu_plan). Stage 2 is counted as seeds runs per arm and setting at its full length."""
     arms, fresh = len(args.arms), {}
     tokens = 0
     for r in stage1:
@@ -272,9 +274,12 @@ def estimate(settings, stage1, args, seeds: int) -> None:
     tokens += sum(fresh.values())
     runs = len(stage1) + seeds * arms * len(settings)
     run_hours = tokens / args.tokens_per_s / 3600
+    if args.executor == "local" and args.gpus:
+        print(f"{runs} runs ({len(stage1)} in stage 1, {runs - len(stage1)} in stage 2 over {len(settings)} settings), "
+              f"{tokens / 1e6:,.0f}M training tokens, on GPUs: the GPU plan below")  # fmt: skip
+        return
     if args.executor == "local":
-        slots = len(args.gpus.split(",")) if args.gpus else args.jobs
-        when = f"about {run_hours / slots:.1f} hours, {slots} at a time"
+        when = f"about {run_hours / args.jobs:.1f} hours, {args.jobs} at a time"
     else:
         when = f"about {run_hours:.1f} run-hours, as many at a time as the scheduler gives"
     print(
@@ -282,6 +287,14 @@ def estimate(settings, stage1, args, seeds: int) -> None:
         f"{tokens / 1e6:,.0f}M training tokens: {when} at {args.tokens_per_s:,.0f} tokens/s a run (evaluations "
         "and starts add about 15 %)"
     )
+
+
+def whole_gpu_plan(settings, stage1, args, seeds: int, extra: int) -> str:
+    """placement.gpu_plan of stage 1, stage 2 on seeds, and at most extra seeds more, every setting and arm."""
+    placed, _, _ = placement.slots(args, stage1)
+    stage2 = [s.max_iters for s in settings for _ in range(seeds * len(args.arms))]
+    more = [s.max_iters for s in settings for _ in range(extra * len(args.arms))]
+    return placement.gpu_plan([r.max_iters for r in stage1] + stage2, more, placed, args.gpu_step_ms)
 
 
 def seq_len(settings, name: str) -> int:

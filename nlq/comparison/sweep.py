@@ -21,7 +21,7 @@ from model import GPTConfig
 from nlq.common.errors import UserError
 from nlq.common.eta import format_eta
 from nlq.common.repo import ROOT
-from nlq.comparison import cluster, compare, cost, tuning
+from nlq.comparison import cluster, compare, cost, placement, tuning
 from nlq.comparison.stats import LOSS, METRICS, Metric
 from nlq.run import checkpoint
 from nlq.run.config import TrainConfig
@@ -373,9 +373,16 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Where and how the runs run (sweep.py's and screen.py's): launcher, GPUs or CPU jobs, the executor."""
     p.add_argument("--launcher", default=f"{shlex.quote(sys.executable)}", help="e.g. 'torchrun --nproc_per_node=8'")
-    p.add_argument("--gpus", help="a comma list: one run per GPU at a time, through CUDA_VISIBLE_DEVICES")
+    p.add_argument("--gpus", help="a comma list of GPUs, each given runs through CUDA_VISIBLE_DEVICES")
+    p.add_argument(
+        "--runs_per_gpu", type=int,
+        help="with --gpus: runs at a time on each GPU (default: what its free memory and the cores allow)",
+    )  # fmt: skip
+    p.add_argument(
+        "--gpu_step_ms", type=float, default=10.0, help="with --gpus and --dry_run: a step's time for the GPU plan"
+    )
     p.add_argument("--jobs", type=int, default=1, help="without --gpus: runs side by side on this machine's CPUs")
-    p.add_argument("--threads", type=int, help="with --jobs: each run's CPU threads (default: the CPUs / jobs)")
+    p.add_argument("--threads", type=int, help="each run's CPU threads (default: the CPUs / the runs at a time)")
     p.add_argument(
         "--executor", default="local", choices=("local", *cluster.EXECUTORS),
         help="local: runs started here (--gpus, --jobs); slurm: SLURM job arrays through submitit; submitit_local: "
@@ -463,8 +470,9 @@ def check_executor(args) -> None:
     if args.executor != "local" and (args.gpus or args.jobs != 1 or args.threads):
         option = "--gpus" if args.gpus else "--jobs" if args.jobs != 1 else "--threads"
         raise UserError(f"{option} places runs started here: with --executor={args.executor} the scheduler places jobs")
-    if args.gpus and (args.jobs != 1 or args.threads):
-        raise UserError("--gpus runs one run per GPU: --jobs and --threads are for runs side by side on CPUs")
+    if args.gpus and args.jobs != 1:
+        raise UserError("--jobs is for runs side by side on CPUs: with --gpus, --runs_per_gpu sets runs at a time")
+    placement.check(args)
     for option in ("jobs", "threads"):
         value = getattr(args, option)
         if value is not None and value < 1:
@@ -591,14 +599,16 @@ def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict
     for r, state in zip(runs, states):
         action = {"finished": "skip", "unfinished": "resume", "missing": "start"}[state]
         print(f"{action:6} {describe(r)}: {shlex.join(command(r, args.launcher, extra))}")
+    todo = [(r, state) for r, state in zip(runs, states) if state != "finished"]
+    placed, threads, said = placement.slots(args, [r for r, _ in todo]) if args.executor == "local" else ([], None, "")
     if args.dry_run:
+        if args.gpus and todo:
+            print(f"{said}\n{placement.gpu_plan([r.max_iters for r, _ in todo], [], placed, args.gpu_step_ms)}")
         return [], {}
     check_out_root(Path(args.out_root))
-    todo = [(r, state) for r, state in zip(runs, states) if state != "finished"]
     if args.executor == "local":
-        gpus = args.gpus.split(",") if args.gpus else [None] * args.jobs
-        threads = args.threads or (max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None)
-        failures = run_all(todo, args.launcher, extra, gpus, args.progress_every, threads)
+        print(f"runs: {said}")
+        failures = run_all(todo, args.launcher, extra, placed, args.progress_every, threads)
     else:
         failures = submit_all(todo, args, extra)
     finished = [r for r in runs if r.status() == "finished"]
