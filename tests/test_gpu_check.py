@@ -289,3 +289,19 @@ def test_a_steps_limit_counts_the_time_already_spent(tmp_path):
     runner.now = 90
     record = runner.run(Step("quick", "a quick step", [sys.executable, "-c", writes], estimate_s=1, limit_s=33))
     assert record["status"] == "ok" and record["limit_s"] == 10
+
+
+@pytest.mark.slow
+def test_the_slots_screen_script_rehearsed_on_a_cpu_writes_its_plan_report_and_runs_under_out(tmp_path):
+    """gpu/screen_slot.sh as a lent slot runs it (its screen part), on a CPU with TINY=1: the dry run's GPU
+    plan, then the screen, whose report, figures and every run's log land under $OUT."""
+    out, root = tmp_path / "out", tmp_path / "root"
+    env = {**os.environ, "TINY": "1", "OUT": str(out), "SCREEN_ROOT": str(root), "PY": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "gpu" / "screen_slot.sh"), "screen"], env=env, capture_output=True,
+                          text=True, timeout=HANG_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the whole screen: GPU plan: 20 runs, " in (out / "screen_plan.txt").read_text()
+    assert "screen rc=0" in done.stdout
+    report = json.loads((out / "screen.json").read_text())
+    assert set(report["settings"]) == {"mq"} and (out / "screen.md").stat().st_size > 0
+    assert len(list(out.glob("mq/*/metrics.jsonl"))) == 20 and not list(out.rglob("*.pt"))
