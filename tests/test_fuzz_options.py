@@ -30,6 +30,9 @@ SCREEN_OPTIONS = {
     "threads": INTS,
     "progress_every": FLOATS,
     "screen": ["default", "full", "mad", "nope", "missing.json"],
+    "baseline": ["base", "nlq", "nope", ""],
+    "runs_per_gpu": INTS,
+    "gpus": ["0", "0,1", ""],
 }
 VERDICT_OPTIONS = {
     "arms": ["linear,residual_gelu", "linear", "linear,nope", "wide_mlp,identity", "", ",,"],

@@ -20,6 +20,7 @@ from model import GPTConfig, training_flops_per_token
 from nlq.comparison import screening
 from nlq.comparison import sweep as sweep_lib
 from nlq.comparison.compare import Run
+from nlq.comparison.stats import who_first
 from nlq.comparison.sweep import Run as Planned
 from nlq.comparison.sweep import run_all
 from nlq.eval.accuracy import tokens_to_reach
@@ -84,7 +85,10 @@ def test_flops_and_seconds_to_the_midpoint_are_its_tokens_at_each_arms_cost():
     assert priced["arms"]["nlq"]["priced_to_midpoint"]["values"] == pytest.approx([225, 75])
     assert priced["arms"]["nlq"]["priced_to_midpoint"]["improvement"] == pytest.approx((200 - 150) / 200)
     lines = screening.setting_lines(result, {"task": "mqar", "settings": {}})
-    assert "| arm | reached / runs | tokens to midpoint | FLOPs to midpoint | time to midpoint |" in lines
+    header = "| arm | reached / runs | first to midpoint: arm, baseline, undecided | tokens to midpoint |"
+    assert any(line.startswith(header + " FLOPs to midpoint | time to midpoint |") for line in lines)
+    # first to the midpoint: both reached in both seeds, nlq sooner in each (150 < 250, 50 < 150)
+    assert [line for line in lines if line.startswith("| nlq |")][-1].startswith("| nlq | 2 / 2 | 2, 0, 0 (p 0.5) |")
     assert not any(line.startswith("MAD's accuracy") for line in lines)  # these runs did not record it
 
 
@@ -102,6 +106,41 @@ def test_a_run_that_never_reaches_the_midpoint_counts_its_budget_and_is_said():
     runs[2] = run("base", 2, [0.2, 0.3, 0.4, 0.5, 0.55])
     base = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)["arms"]["base"]["tokens_to_midpoint"]
     assert base["values"] == pytest.approx([400.0, 150.0]) and base["reached"] == 1
+
+
+def test_who_reached_first_on_hand_made_pairs_with_runs_that_never_reached():
+    """Eight seeds, (arm, baseline), a time and whether it reached; a run that never reached is at its budget:
+    1 both reached, arm sooner: arm; 2 both reached, baseline sooner: baseline; 3 arm reached at 300, baseline
+    short at its budget of 400: arm; 4 baseline reached, arm never: baseline; 5 neither: undecided; 6 a tie:
+    undecided; 7 arm reached at 500, past the baseline's budget of 400 where it was short: undecided; 8 arm
+    reached at 400, the baseline still short at its budget of 400: arm. Arm 3, baseline 2, 3 undecided; the
+    sign test's p is the binomial's: 2 x P(X <= 2), X ~ Bin(5, 1/2) = 2 x 16/32 = 1."""
+    pairs = [((100, True), (200, True)), ((300, True), (150, True)), ((300, True), (400, False)),
+             ((400, False), (250, True)), ((400, False), (400, False)), ((200, True), (200, True)),
+             ((500, True), (400, False)), ((400, True), (400, False))]  # fmt: skip
+    first = who_first(pairs)
+    assert (first["arm_first"], first["baseline_first"], first["undecided"]) == (3, 2, 3)
+    assert first["p"] == pytest.approx(1.0)
+    lopsided = who_first([((1, True), (2, True))] * 9 + [((3, True), (2, False))])
+    assert lopsided["arm_first"] == 9 and lopsided["undecided"] == 1
+    assert lopsided["p"] == pytest.approx(2 * 0.5**9)  # scipy's exact binomial, written here: 2 x P(X = 9 of 9)
+    from scipy import stats
+
+    assert lopsided["p"] == pytest.approx(stats.binomtest(9, 9).pvalue)
+    assert who_first([((400, False), (400, False))])["p"] is None
+
+
+def test_a_setting_compares_who_reached_first_where_the_baseline_never_did():
+    """hand_made with the baseline's seed 2 short of the midpoint (its 400-token budget: a bound): nlq reached
+    in both seeds before the baseline, which counts as decided (nlq at 150 while the baseline was still short),
+    so nlq is first in 2 of 2 pairs, p 0.5 (one arm: Holm changes nothing), on every cost axis alike."""
+    runs = hand_made()
+    runs[2] = run("base", 2, [0.2, 0.3, 0.4, 0.5, 0.55])
+    result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
+    first = result["arms"]["nlq"]["tokens_to_midpoint"]["first"]
+    assert first == {"arm_first": 2, "baseline_first": 0, "undecided": 0, "p": 0.5, "p_holm": 0.5}
+    assert "first" not in result["arms"]["base"]["tokens_to_midpoint"]
+    assert result["arms"]["nlq"]["flops_to_midpoint"]["first"]["arm_first"] == 2
 
 
 @pytest.mark.parametrize("final, informative", [(0.39, False), (0.41, True), (0.994, True), (0.996, False)])
@@ -301,6 +340,7 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
         (["--executor=slurm", "--slurm_gpus=1", "--jobs=2"], "the scheduler places jobs"),
         (["--gpus=0", "--jobs=2"], "--jobs is for runs side by side on CPUs: with --gpus, --runs_per_gpu"),
         (["--runs_per_gpu=2"], "--runs_per_gpu places runs on GPUs: give --gpus as well"),
+        (["--baseline=nope"], "--baseline=nope: not an arm of this screen; give one of base, nlq"),
         (["--gpus=0", "--runs_per_gpu=0"], "--runs_per_gpu=0: give a number above 0"),
         (["--gpus=0", "--gpu_step_ms=nan"], "--gpu_step_ms=nan: give a number above 0"),
         (["--dataset=data/x"], "each setting of a screen trains on its own data"),
@@ -342,6 +382,19 @@ def test_a_screen_file_whose_setting_cannot_be_built_is_refused_before_anything(
     root = tmp_path / "R"
     assert words in error_of([*command, f"--out_root={root}", *dry_run], main=screen_main)
     assert not root.exists()
+
+
+def test_a_screen_compared_with_another_baseline_is_another_screen(tmp_path, capsys):
+    """--baseline decides which extra seeds run: an out_root whose screen compared with base (its plan, or an
+    older plan that names no baseline: its first arm) is refused to a screen compared with nlq."""
+    command, root = tiny_screen(tmp_path), tmp_path / "R"
+    root.mkdir()
+    plan = {"arms": {"base": command[0], "nlq": command[1]}, "grid": ["learning_rate=1e-3,3e-2"],
+            "tune_seeds": "1", "seeds": "2,3", "options": [], "settings": {}}  # fmt: skip
+    (root / "screen_plan.json").write_text(json.dumps(plan))
+    screen_main([*command, f"--out_root={root}", "--dry_run"])  # the same screen: its baseline the first arm
+    message = error_of([*command, f"--out_root={root}", "--baseline=nlq", "--dry_run"], main=screen_main)
+    assert "holds another screen (its baseline differ" in message
 
 
 def test_an_out_root_holding_another_screen_is_refused_even_in_a_dry_run(tmp_path, capsys):

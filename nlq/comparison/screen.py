@@ -25,7 +25,10 @@ TOKENS_PER_SECOND = 60_000  # one run of the screen's model with one thread on t
 def parser(doc: str | None = None) -> argparse.ArgumentParser:
     """screen.py's options (doc: its --help text)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("arms", nargs="+", help="config files, one per arm; the first is the baseline")
+    p.add_argument("arms", nargs="+", help="config files, one per arm; the first is the baseline unless --baseline")
+    p.add_argument(
+        "--baseline", help="the arm every other arm is compared with, by its name (default: the first config's)"
+    )
     p.add_argument(
         "--screen", default="default",
         help=f"the task settings: {', '.join(screening.SCREENS)}, or a JSON file of one's own (docs/screening.md)",
@@ -56,6 +59,9 @@ def screen(args, extra) -> None:
             f"one arm ({args.arms[0]}) has nothing to be compared with: name two config files or more, the "
             "baseline first (e.g. config/synth_baseline.py config/synth_nlq.py)"
         )
+    names = sweep.arm_names(args.arms)
+    if args.baseline is not None and args.baseline not in names:
+        raise UserError(f"--baseline={args.baseline}: not an arm of this screen; give one of {', '.join(names)}")
     if args.jobs is None:
         args.jobs = 2 if args.executor == "local" and not args.gpus else 1
     if any(not x.startswith("--") or "=" not in x for x in extra):
@@ -123,6 +129,7 @@ def same_screen(out_root: Path, settings, args, grid, extra) -> dict:
     runs, and each setting of a name it has, as screen_plan.json keeps them. Returns what it should hold."""
     plan = {
         "arms": dict(zip(sweep.arm_names(args.arms), args.arms)),
+        "baseline": baseline_of(args),  # it decides which extra seeds run
         "grid": grid,
         "tune_seeds": args.tune_seeds,
         "seeds": args.seeds,
@@ -135,7 +142,8 @@ def same_screen(out_root: Path, settings, args, grid, extra) -> dict:
     except (OSError, ValueError) as e:
         raise UserError(f"{file} cannot be read ({e}): use another --out_root, or remove that file") from None
     if isinstance(held, dict):
-        differ = [k for k in ("arms", "grid", "tune_seeds", "seeds", "options") if held.get(k) != plan[k]]
+        held.setdefault("baseline", next(iter(held.get("arms") or {}), None))  # before --baseline: the first arm
+        differ = [k for k in ("arms", "baseline", "grid", "tune_seeds", "seeds", "options") if held.get(k) != plan[k]]
         theirs = held.get("settings") if isinstance(held.get("settings"), dict) else {}
         differ += [f"setting {n}" for n, v in plan["settings"].items() if n in theirs and theirs[n] != v]
         if differ:
@@ -145,6 +153,11 @@ def same_screen(out_root: Path, settings, args, grid, extra) -> dict:
             )
         plan["settings"] = {**theirs, **plan["settings"]}
     return plan
+
+
+def baseline_of(args) -> str:
+    """The arm the others are compared with: --baseline, else the first config's."""
+    return args.baseline or sweep.arm_names(args.arms)[0]
 
 
 def launch_all(runs, args, which: str) -> None:
@@ -162,7 +175,7 @@ def more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, key
     """One round of extra seeds: for each setting, the arms screening.wanting_seeds names on the runs so far (their
     seeds before this round's, so that a rerun decides alike) run on this round's new seeds (asked, the seeds
     the round ends with)."""
-    baseline = sweep.arm_names(args.arms)[0]
+    baseline = baseline_of(args)
     names = dict(zip(sweep.arm_names(args.arms), args.arms))
     added = []
     for s in settings:
@@ -302,7 +315,7 @@ def seq_len(settings, name: str) -> int:
 
 
 def write_report(settings, runs, keys, data, out_root: Path, args, started: float, prices=None) -> None:
-    baseline = sweep.arm_names(args.arms)[0]
+    baseline = baseline_of(args)
     by_setting = {s.name: [Run.from_dir(r.out_dir) for r in runs if r.out_dir.parent == out_root / s.name]
                   for s in settings}  # fmt: skip
     results = {}

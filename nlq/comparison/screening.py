@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 from nlq.common.errors import UserError
 from nlq.comparison import cost, tuning
-from nlq.comparison.stats import METRICS, Metric, holm, versus_baseline
+from nlq.comparison.stats import METRICS, Metric, holm, versus_baseline, who_first
 from nlq.data.tasks import TaskError, generate
 from nlq.eval.accuracy import midpoint, tokens_to_reach
 
@@ -256,13 +256,27 @@ def setting_report(runs, keys, baseline: str, floor: dict, prices: dict | None =
         for arm, rows in reach.items():
             entry = compared(stand_in[arm], stand_in[baseline], metric, arm == baseline)
             entry |= {"values": [r.evals[0][metric.key] for r in stand_in[arm]], "seeds": [s for s, *_ in rows]}
-            result["arms"][arm][metric.key] = entry | {"reached": sum(ok for _, _, ok, _ in rows)}
+            entry |= {"reached": sum(ok for _, _, ok, _ in rows)}
+            if arm != baseline:
+                entry["first"] = first_to_midpoint(rows, reach[baseline], scale[axis])
+            result["arms"][arm][metric.key] = entry
         adjust(result["arms"], metric.key, baseline)
+        adjusted = holm({a: r[metric.key]["first"]["p"] for a, r in result["arms"].items() if a != baseline})
+        for arm, p in adjusted.items():
+            result["arms"][arm][metric.key]["first"]["p_holm"] = p
     for arm, rs in arms.items():
         result["arms"][arm]["curves"] = {r.seed: curve(r) for r in rs}
         macro = [r.evals[result["step"]].get("val_acc_macro") for r in rs]
         result["arms"][arm]["val_acc_macro_mean"] = statistics.mean(macro) if None not in macro else None
     return result
+
+
+def first_to_midpoint(rows, base_rows, scale: dict) -> dict:
+    """stats.who_first of an arm's runs against the baseline's of the same seeds, their costs to the midpoint
+    (rows: tokens_to_midpoint's (seed, tokens, reached, run name), times scale[run name] on this cost axis):
+    valid where runs never reached it, whose costs are only bounds."""
+    base = {seed: (tokens * scale[name], ok) for seed, tokens, ok, name in base_rows}
+    return who_first([((t * scale[n], ok), base[s]) for s, t, ok, n in rows if s in base])
 
 
 def seed_rounds(seeds: int, most: int) -> list[int]:
@@ -388,13 +402,23 @@ def cost_table(arms: dict, axes, with_accuracy=False) -> list[str]:
     """One row per arm: its accuracy (overall) or how many of its runs reached the midpoint (a setting), and
     its tokens, FLOPs and seconds to the midpoint, each against the baseline's."""
     metrics = cost_metrics(axes)
-    first = "accuracy" if with_accuracy else "reached / runs"
-    lines = ["| arm | " + " | ".join([first, *(m.column for m in metrics)]) + " |", "|---" * (len(metrics) + 2) + "|"]
+    lead = ["accuracy"] if with_accuracy else ["reached / runs", "first to midpoint: arm, baseline, undecided"]
+    lines = ["| arm | " + " | ".join([*lead, *(m.column for m in metrics)]) + " |"]
+    lines.append("|---" * (len(metrics) + len(lead) + 1) + "|")
     for arm, r in sorted(arms.items()):
         t = r[TOKENS.key]
-        lead = cell(r["accuracy"], ACCURACY) if with_accuracy else f"{t['reached']} / {len(t['values'])}"
-        lines.append(f"| {arm} | {lead} | " + " | ".join(cell(r[m.key], m) for m in metrics) + " |")
+        cells = [cell(r["accuracy"], ACCURACY)] if with_accuracy else [f"{t['reached']} / {len(t['values'])}"]
+        cells += [] if with_accuracy else [first_cell(t.get("first"))]
+        lines.append(f"| {arm} | " + " | ".join([*cells, *(cell(r[m.key], m) for m in metrics)]) + " |")
     return lines
+
+
+def first_cell(first: dict | None) -> str:
+    """'4, 1, 1 (p 0.38)' of first_to_midpoint's counts, its sign test's p adjusted (Holm); '—' for the baseline."""
+    if first is None:
+        return "—"
+    p = f" (p {first['p_holm']:.2g})" if first.get("p_holm") is not None else ""
+    return f"{first['arm_first']}, {first['baseline_first']}, {first['undecided']}{p}"
 
 
 def price_note(report: dict) -> str:

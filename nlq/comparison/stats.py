@@ -113,3 +113,23 @@ def holm(p: dict) -> dict:
         running = max(running, min(1.0, (len(ranked) - i) * v))
         out[k] = running
     return out
+
+
+def who_first(pairs) -> dict:
+    """Which of two paired runs reached a level first, where a run that never reached it is censored at its
+    budget: pairs are ((arm's time, reached), (baseline's time, reached)), one per seed. A pair is decided
+    where one reached at a time no later than the other's time (the other's reaching time, or its budget if
+    it never reached: it was still short of the level there); a tie, two runs that never reached, or one that
+    reached past the other's budget are undecided. p: the exact two-sided sign test over the decided pairs
+    (under no difference each is the arm's with chance 1/2), valid whatever the censoring; None if none is
+    decided."""
+    from scipy import stats
+
+    def first(x, x_reached, y, y_reached) -> bool:  # x reached, before y did or while y was still short
+        return x_reached and (x < y or (x == y and not y_reached))
+
+    arm_first = sum(first(a, ra, b, rb) for (a, ra), (b, rb) in pairs)
+    base_first = sum(first(b, rb, a, ra) for (a, ra), (b, rb) in pairs)
+    decided = arm_first + base_first
+    p = float(stats.binomtest(arm_first, decided, 0.5).pvalue) if decided else None
+    return {"arm_first": arm_first, "baseline_first": base_first, "undecided": len(pairs) - decided, "p": p}
