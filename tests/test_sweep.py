@@ -247,7 +247,7 @@ def test_the_gpu_plan_adds_the_runs_steps_and_starts_over_the_runs_at_once():
     """Four runs of 12,000 steps at 10 ms and 8 s a start, two at a time: (480 + 32) / 2 s = 4.3 minutes; with
     two runs more at most: (720 + 48) / 2 s = 6.4 minutes."""
     line = placement.gpu_plan([12_000] * 4, [12_000] * 2, ["0", "0"], 10.0)
-    assert line.startswith("GPU plan: 4 runs, 2 at a time: about 4 minutes; at most 6 with all 2 runs more, at 10 ms")
+    assert line.startswith("GPU plan: 4 runs, 2 at a time: about 4 min; at most 6 min with all 2 runs more, at 10 ms")
 
 
 def test_runs_share_a_slot_s_gpu_at_once(monkeypatch):

@@ -753,7 +753,9 @@ def test_latency_figures_are_tokens_per_second_and_milliseconds_per_token_on_a_s
             now[0] += self.prefill_s
 
         def step(self, tok):
-            assert tok.shape == (1, 1) and tok.item() == prompts[-1][0, -1].item()  # the prompt's last token
+            assert tok.shape == (1, 1) and tok.device == prompts[-1].device
+            if tok.device.type != "meta":
+                assert tok.item() == prompts[-1][0, -1].item()  # the prompt's last token
             now[0] += self.step_s
 
     monkeypatch.setattr(latency, "Decoder", StubDecoder)
@@ -773,6 +775,8 @@ def test_latency_figures_are_tokens_per_second_and_milliseconds_per_token_on_a_s
     assert len(prompts) == 2 * (3 + 2) and all(p.shape == (1, 10) and int(p.max()) < 50 for p in prompts)
     latency.compare_latency(models, "fast", 10, 4, 1, "cpu", contextlib.nullcontext())
     assert all(torch.equal(p, prompts[0]) for p in prompts)
+    latency.compare_latency(models, "fast", 10, 4, 1, "meta", contextlib.nullcontext())  # the models' device
+    assert prompts[-1].device.type == "meta"
 
 
 def test_a_latency_on_a_gpu_waits_for_the_device_before_and_after(monkeypatch):

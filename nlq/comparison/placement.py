@@ -88,9 +88,9 @@ def gpu_plan(steps: list[int], at_most: list[int], placed: list, step_ms: float)
         at_once = len(placed)
         return (sum(lengths) * step_ms / 1e3 + len(lengths) * START_S) / at_once / 60
 
-    more = f"; at most {minutes(steps + at_most):.0f} with all {len(at_most)} runs more" if at_most else ""
+    more = f"; at most {minutes(steps + at_most):.0f} min with all {len(at_most)} runs more" if at_most else ""
     return (
-        f"GPU plan: {len(steps)} runs, {len(placed)} at a time: about {minutes(steps):.0f} minutes{more}, at "
+        f"GPU plan: {len(steps)} runs, {len(placed)} at a time: about {minutes(steps):.0f} min{more}, at "
         f"{step_ms:g} ms a step (--gpu_step_ms) and {START_S:g} s to start a run (assumed, not measured)"
     )
 
