@@ -213,3 +213,44 @@ def test_prices_are_read_against_the_comparisons_own_baseline_whatever_arm_it_is
     prices = {"linear": 1.0, "identity": 0.8, "residual_gelu": 1.2}
     assert cost.per_token([nlq, ident], "ident", prices)["priced"] == pytest.approx({"i1": 1.0, "n1": 1.5})
     assert cost.per_token([nlq, ident], "nlq", prices)["priced"] == pytest.approx({"i1": 0.8 / 1.2, "n1": 1.0})
+
+
+def test_step_costs_layout_and_the_reports_that_price_nothing(tmp_path):
+    """gpu_check's step_costs result (ms per variant) prices by its medians: 23 / 20 = 1.15. A report of linear
+    alone, one that is not JSON, and one whose prices miss two arms are refused, each saying why."""
+    (tmp_path / "v.json").write_text(
+        json.dumps({"steps": {"step_costs": {"result": {"variants": {
+            "linear": {"ms": {"median": 20.0, "min": 1.0}}, "residual_gelu": {"ms": {"median": 23.0, "max": 99.0}}}}}}})
+    )  # fmt: skip
+    assert cost.read_prices(tmp_path / "v.json") == pytest.approx({"linear": 1.0, "residual_gelu": 1.15})
+    (tmp_path / "alone.json").write_text(json.dumps({"results": {"linear": {"train_step_s": {"median": 1.0}}}}))
+    with pytest.raises(cost.CostError, match="times no arm beside linear's step"):
+        cost.read_prices(tmp_path / "alone.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(cost.CostError, match=r"bad.json cannot be read as JSON \(.*\): name a bench.py"):
+        cost.read_prices(tmp_path / "bad.json")
+    runs = [run("b", "base", 1, [(0, 4.0)]), run("i", "ident", 1, [(0, 4.0)], query_mode="identity")]
+    runs.append(run("w", "wide", 1, [(0, 4.0)], mlp_ratio=4.75))
+    with pytest.raises(cost.CostError, match="the prices name no identity, wide_mlp: price them"):
+        cost.per_token(runs, "base", {"linear": 1.0, "residual_gelu": 1.2})
+
+
+def test_only_timed_steps_with_tokens_give_seconds_per_token():
+    """Steps of 0.5 ms (a short step still counts), 0 ms, no time, and 20 ms without tokens: only the first
+    counts, 0.5 ms over its 100 tokens."""
+    r = run("b", "base", 1, [(0, 4.0), (100, 3.0)])
+    r.steps = {0: {"step": 0, "ms": 0.5, "tokens": 100}, 1: {"step": 1, "ms": 0, "tokens": 200},
+               2: {"step": 2, "ms": None, "tokens": 300}, 3: {"step": 3, "ms": 20.0}}  # fmt: skip
+    assert cost.measured_seconds_per_token(r) == pytest.approx(0.5e-3 / 100)
+
+
+def test_a_run_without_the_step_or_the_budget_is_named_not_a_traceback():
+    """A run that has no evaluation at the step compared, and one whose curve starts after the budget, are
+    CostErrors naming the run; two evaluations at the same tokens read as the first of them."""
+    a = run("a", "base", 1, [(0, 4.0), (200, 2.0)])
+    late = run("late", "nlq", 1, [(200, 2.5)])
+    with pytest.raises(cost.CostError, match="late logged no tokens seen at step 1"):
+        cost.at_equal_cost([a, late], 1, {"a": 1.0, "late": 1.0}, ["val_loss"])
+    with pytest.raises(cost.CostError, match="late has no evaluations around 200 to read between"):
+        cost.at_equal_cost([a, late], 2, {"a": 1.0, "late": 2.0}, ["val_loss"])
+    assert cost.value_at([(100, 3.0), (100, 2.0), (200, 1.0)], 100) == 3.0
