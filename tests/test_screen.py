@@ -610,3 +610,23 @@ def test_stage_two_is_planned_at_the_points_stage_one_chose_by_accuracy(tmp_path
     for r in stage2:
         assert r.point == {"learning_rate": chosen[r.arm]} and f"--learning_rate={chosen[r.arm]}" in r.options
         assert r.out_dir == root / "mq" / f"{r.arm}-learning_rate={chosen[r.arm]}-s{r.seed}"
+
+
+def test_a_gpus_run_memory_is_the_largest_runs_estimated_once_per_shape(tmp_path, monkeypatch):
+    """Stage 1 of the tiny screen (two arms x two rates on one setting): the memory estimate runs once per arm
+    (the rates and seeds change nothing it reads), and a run's need is the largest plus a CUDA context."""
+    from nlq.comparison import placement, screen
+
+    arms = tiny_screen(tmp_path)[:2]
+    setting = screening.Setting(**{k: v for k, v in SCREEN["settings"][0].items() if k != "axis"})
+    runs = screen.plan(setting, tmp_path / "d", arms, [1, 2], tmp_path / "R", [],
+                       [{"learning_rate": "1e-3"}, {"learning_rate": "3e-2"}])  # fmt: skip
+    calls = []
+
+    def estimate(cfg, model_cfg, gpus):
+        calls.append(model_cfg.query_mode)
+        return {"ddp": {"total": 100 if model_cfg.query_mode == "linear" else 300}}
+
+    monkeypatch.setattr(placement, "estimate", estimate)
+    assert len(runs) == 8 and placement.run_bytes(runs) == 300 + placement.CONTEXT_BYTES
+    assert sorted(calls) == ["linear", "residual_gelu"]

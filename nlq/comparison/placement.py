@@ -21,6 +21,9 @@ from nlq.run.memory import estimate
 
 THREADS_PER_RUN = 2  # one drives the GPU (Python launching kernels), one spare for data and evaluations: assumed
 CONTEXT_BYTES = GiB  # a CUDA context and the caching allocator's slack per process: assumed, not measured
+# What nlq/run/memory.estimate reads of a run's config besides its model
+MEMORY_FIELDS = ("batch_size", "gradient_accumulation_steps", "dtype", "param_dtype", "freeze_pretrained",
+                 "activation_checkpointing", "checkpoint_every", "reshard_micro_steps")  # fmt: skip
 START_S = 8.0  # seconds a run takes to start on a GPU (Python, torch, CUDA), for the plan: assumed
 
 
@@ -43,11 +46,13 @@ def gpu_free_bytes(gpus: list[str]) -> int | None:
 
 def run_bytes(runs) -> int:
     """The memory of the largest of these runs on one GPU, its CUDA context included."""
-    shapes = {(r.config, tuple(r.options)) for r in runs}
-    largest = 0
-    for config, options in shapes:
-        cfg, model_cfg = parse([config, *options], TrainConfig, GPTConfig)
-        largest = max(largest, estimate(cfg, model_cfg, 1)["ddp"]["total"])
+    estimated, largest = {}, 0
+    for r in runs:  # runs differ by seed and grid point far more often than by what their memory depends on
+        cfg, model_cfg = parse([r.config, *r.options], TrainConfig, GPTConfig)
+        shape = (repr(model_cfg), *(getattr(cfg, k) for k in MEMORY_FIELDS))
+        if shape not in estimated:
+            estimated[shape] = estimate(cfg, model_cfg, 1)["ddp"]["total"]
+        largest = max(largest, estimated[shape])
     return int(largest) + CONTEXT_BYTES
 
 
@@ -73,7 +78,8 @@ def slots(args, runs) -> tuple[list, int | None, str]:
     if args.runs_per_gpu:
         per, why = args.runs_per_gpu, "--runs_per_gpu"
     else:
-        per, why = runs_per_gpu(len(gpus), cores, gpu_free_bytes(gpus), run_bytes(runs))
+        free = gpu_free_bytes(gpus)
+        per, why = runs_per_gpu(len(gpus), cores, free, run_bytes(runs) if free is not None else 0)
     placed = [g for g in gpus for _ in range(per)]
     threads = args.threads or max(1, cores // len(placed))
     said = f"{len(placed)} at a time: {per} per GPU on {len(gpus)} GPU(s), {threads} CPU thread(s) each ({why})"
