@@ -25,6 +25,7 @@ SCREEN_OPTIONS = {
     "tune_seeds": SEEDS,
     "seeds": SEEDS,
     "max_extra_seeds": INTS,
+    "continue_to": INTS,
     "tokens_per_s": FLOATS,
     "jobs": INTS,
     "threads": INTS,

@@ -17,6 +17,7 @@ import pytest
 from helpers import HANG_S, error_of, screen_main, wait_until
 
 from model import GPTConfig, training_flops_per_token
+from nlq.comparison import screen as screen_lib
 from nlq.comparison import screening
 from nlq.comparison import sweep as sweep_lib
 from nlq.comparison.compare import Run
@@ -276,6 +277,13 @@ def final_acc_and_loss(run_dir) -> tuple[float, float]:
     return last["val_acc"], -last["val_loss"]
 
 
+def accuracy_curve(run_dir) -> list[tuple[int, float]]:
+    """(tokens, accuracy) of a run's evaluations, read from its log; [] if it has none."""
+    if not (run_dir / "metrics.jsonl").exists():
+        return []
+    return [(r["tokens"], r["val_acc"]) for r in map(json.loads, (run_dir / "metrics.jsonl").open()) if "val_acc" in r]
+
+
 def results(report: dict) -> dict:
     """The report without its budget (wall times differ between two screens)."""
     return {k: v for k, v in report.items() if k != "budget"}
@@ -294,10 +302,11 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
             best = max(scores, key=scores.get)  # tied accuracies: the lower loss, then the first in grid order
             assert report["settings"][setting]["arms"][arm]["chosen"] == {"learning_rate": float(best)}
             for seed in (2, 3):
-                run_dir = root / setting / f"{arm}-learning_rate={best}-s{seed}"
-                curve = [(r["tokens"], r["val_acc"]) for r in map(json.loads, (run_dir / "metrics.jsonl").open())
-                         if "val_acc" in r]  # fmt: skip
-                expected = tokens_to_reach(curve, report["settings"][setting]["midpoint"]) or float(curve[-1][0])
+                name = f"{arm}-learning_rate={best}-s{seed}"
+                level = report["settings"][setting]["midpoint"]
+                curve, later = (accuracy_curve(d / setting / name) for d in (root, root / "continued"))
+                # short at its budget: read on its continuation to twice the budget (--continue_to=2)
+                expected = tokens_to_reach(curve, level) or tokens_to_reach(later, level) or float(later[-1][0])
                 ttm = report["settings"][setting]["arms"][arm]["tokens_to_midpoint"]["values"]
                 assert expected in ttm
     for name in ("screen.md", "screen.png", "curves.png", "axes.png"):
@@ -348,6 +357,7 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
         (["--tokens_per_s=0"], "a number above 0"),
         (["--tokens_per_s=inf"], "--tokens_per_s=inf: give one run's speed"),
         (["--max_extra_seeds=-1"], "--max_extra_seeds=-1: give 0 (none) or more"),
+        (["--continue_to=0"], "--continue_to=0: give a whole multiple of a run's budget, 1 (never) or more"),
     ],
 )
 def test_bad_screen_options_are_one_line_and_start_nothing(tmp_path, options, words):
@@ -439,6 +449,11 @@ def test_the_dry_run_lists_the_runs_and_estimates_their_time(tmp_path, capsys):
     assert f"about {hours:.1f} hours, 2 at a time" in out
     assert "then up to 1 more seeds (4) for each arm and setting whose interval holds zero (to 3 seeds)" in out
     assert "at most 4 runs more (--max_extra_seeds)" in out
+    # were every stage-2 run short, seed 4 included: 2 settings x 2 arms x 3 seeds x 16 more steps of 32 tokens
+    most = 2 * 2 * 3 * 16 * 32
+    assert (
+        f"were every one short, 1 extra seeds included, {most:,} tokens more, about {most / 512 / 2 / 3600:.1f}" in out
+    )
 
 
 def test_runs_side_by_side_get_their_share_of_the_cpus(tmp_path, monkeypatch):
@@ -630,3 +645,82 @@ def test_a_gpus_run_memory_is_the_largest_runs_estimated_once_per_shape(tmp_path
     monkeypatch.setattr(placement, "estimate", estimate)
     assert len(runs) == 8 and placement.run_bytes(runs) == 300 + placement.CONTEXT_BYTES
     assert sorted(calls) == ["linear", "residual_gelu"]
+
+
+def continued(r, curve, steps=8):
+    """r's continuation to `steps` steps: r's own evaluations up to its budget, then curve's accuracies at the
+    steps after it (100 tokens a step, as run() counts)."""
+    later = [{"step": s, "val_loss": 1 - a, "val_acc": a, "tokens": 100 * s} for s, a in enumerate(curve, 5)]
+    return Run(r.name + "-continued", r.config | {"max_iters": steps}, [*r.evals.values(), *later])
+
+
+def test_a_run_short_at_its_budget_is_read_on_its_continuation():
+    """hand_made with the baseline's seed 2 short of the midpoint (0.6) at its 400-token budget. Its
+    continuation crosses between 500 tokens (0.58) and 600 (0.70): 500 + 100 x 0.02 / 0.12 = 516.67 tokens, a
+    value where the budget gave only the bound 400. nlq reached first in both seeds (150 < 516.67, 50 < 150).
+    A continuation that stays short counts its own last evaluation, 800 tokens, not the budget's 400."""
+    runs = hand_made()
+    runs[2] = run("base", 2, [0.2, 0.3, 0.4, 0.5, 0.55])
+    later = {runs[2].name: continued(runs[2], [0.58, 0.7, 0.8, 0.9])}
+    result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR, continued=later)
+    base = result["arms"]["base"]["tokens_to_midpoint"]
+    assert base["values"] == pytest.approx([500 + 100 * 0.02 / 0.12, 150.0])
+    assert (base["reached"], base["by_budget"], base["continued"]) == (2, 1, 1)
+    assert result["arms"]["nlq"]["tokens_to_midpoint"]["first"]["arm_first"] == 2
+    assert result["arms"]["base"]["val_acc_mean"] == pytest.approx((0.55 + 0.9) / 2)  # accuracy: at the budget
+    lines = screening.cost_table(result["arms"], result["cost_axes"])
+    assert any(line.startswith("| base | 2 / 2 (1 by the budget) |") for line in lines)
+    assert any(line.startswith("| nlq | 2 / 2 |") for line in lines)  # none of nlq's was carried on
+    still_short = {runs[2].name: continued(runs[2], [0.5, 0.55, 0.5, 0.59])}
+    base = screening.setting_report(runs, ["learning_rate"], "base", FLOOR, continued=still_short)["arms"]["base"]
+    assert base["tokens_to_midpoint"]["values"] == pytest.approx([800.0, 150.0])
+    assert (base["tokens_to_midpoint"]["reached"], base["tokens_to_midpoint"]["by_budget"]) == (1, 1)
+
+
+def test_a_continuation_carried_further_before_is_read_only_to_the_multiple_asked(tmp_path):
+    """A run of 4 steps whose continuation holds evaluations to step 12 (3x): asked for 2x, its curve ends at
+    step 8; asked for 1x (never continue), it is not read."""
+    out_root = tmp_path / "R"
+    r = run("base", 2, [0.2, 0.3, 0.4, 0.5, 0.55])
+    r.name = str(out_root / "mq" / "base-s2")
+    path = out_root / "continued" / "mq" / "base-s2"
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps(r.config | {"max_iters": 12}))
+    records = [{"step": s, "val_loss": 0.5, "val_acc": 0.55, "tokens": 100 * s} for s in range(13)]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in records))
+    read = screen_lib.continued_of([r], out_root, 2)
+    assert sorted(read[r.name].evals) == list(range(9)) and read[r.name].name == str(path)
+    assert screen_lib.continued_of([r], out_root, 1) == {}
+    assert screening.tokens_to_midpoint(r, FLOOR["token"], read[r.name]) == (800.0, False)
+
+
+def test_a_run_carried_on_is_the_run_of_the_longer_schedule_and_its_own_files_stay(tmp_path):
+    """A stage-2 run of 8 steps short of the midpoint, carried on to 16 (--continue_to=2): its continuation's
+    evaluations are those of one uninterrupted run of 16 steps whose cosine ends at step 8 (min_lr after it),
+    to the bit, and the run's own files are not changed."""
+    setting = screening.Setting("mq", "mqar", {"vocab_size": 16, "seq_len": 8, "num_kv_pairs": 2}, 8, num_train=64,
+                                num_test=32)  # fmt: skip
+    out_root, config = tmp_path / "R", tmp_path / "syn_base.py"
+    config.write_text(ARM)
+    args, _ = screen_lib.parser().parse_known_args([str(config), str(config), f"--out_root={out_root}"])
+    args.jobs = 1
+    data = out_root / "data" / "mq"
+    screen_lib.prepare(setting, data, out_root)
+    (r,) = screen_lib.setting_runs(setting, data, str(config), "base", [2], out_root, [], {"learning_rate": "1e-3"},
+                                   "report")  # fmt: skip
+    screen_lib.launch_all([r], args, "stage-2")
+    assert screen_lib.short_of_midpoint(r, data)  # 8 steps of a 1-layer model: at the floor
+    before = {p.name: p.read_bytes() for p in r.out_dir.iterdir() if p.name != "train.lock"}
+    screen_lib.continue_short([setting], [r], {"mq": data}, args, out_root)
+    assert {p.name: p.read_bytes() for p in r.out_dir.iterdir() if p.name != "train.lock"} == before
+    straight = Planned(r.arm, r.seed, r.config, tmp_path / "straight", 16, r.point, (*r.options, "--max_iters=16"))
+    screen_lib.launch_all([straight], args, "straight")
+    cont = screen_lib.continuation(r, out_root, 2)
+    assert cont.out_dir == out_root / "continued" / "mq" / r.out_dir.name
+    evaluations = {d: {x["step"]: x for x in map(json.loads, (d / "metrics.jsonl").open()) if "val_loss" in x}
+                   for d in (r.out_dir, cont.out_dir, straight.out_dir)}  # fmt: skip
+    assert sorted(evaluations[cont.out_dir]) == list(range(17)) and sorted(evaluations[r.out_dir]) == list(range(9))
+    assert evaluations[cont.out_dir] == evaluations[straight.out_dir]
+    assert all(evaluations[r.out_dir][s] == evaluations[cont.out_dir][s] for s in range(9))
+    lrs = {x["step"]: x["lr"] for x in map(json.loads, (cont.out_dir / "metrics.jsonl").open()) if "lr" in x}
+    assert all(lr == pytest.approx(1e-4) for s, lr in lrs.items() if s > 8)  # min_lr: a tenth of 1e-3

@@ -402,6 +402,18 @@ def test_on_mqar_the_floor_drops_the_keys_asked_and_never_counts_a_filler():
     assert key_blind_floor(x, y)["rules"]["most_frequent"]["token"] == pytest.approx(1 / 9)  # the filler counted
 
 
+def test_once_every_key_was_asked_the_earliest_unasked_rule_guesses_the_most_scored_answer():
+    """Pairs (1, 5) and (2, 6), both asked, then a key asked a second time: no pair is left unasked, so the
+    third guess is the split's most scored answer, 5 (five of nine targets). It is right where key 1 is asked
+    again (examples 0 and 2) and wrong where key 2 is (example 1)."""
+    i = -100
+    x = np.array([[1, 5, 2, 6, 1, 0, 2, 0, 1], [1, 5, 2, 6, 1, 0, 2, 0, 2], [1, 5, 2, 6, 1, 0, 2, 0, 1]])
+    y = np.array([[i, i, i, i, 5, i, 6, i, 5], [i, i, i, i, 5, i, 6, i, 6], [i, i, i, i, 5, i, 6, i, 5]])
+    pairs = np.array([[[1, 5], [2, 6]]] * 3)
+    floor = key_blind_floor(x, y, pairs=pairs)
+    assert floor["rules"]["earliest_unasked"] == pytest.approx({"token": 8 / 9, "example": 2 / 3})
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_mqar_floor_follows_the_rule_computed_without_the_project(seed):
     """On generated MQAR (default power-law gaps), the earliest-unasked rule recomputed here from the arrays

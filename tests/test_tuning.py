@@ -361,3 +361,73 @@ def test_a_budget_counts_every_factor_of_the_tokens_each_run_spends():
         "tokens": 1_680 + 704,
         "flops": 1_680 * per_token[16] + 704 * per_token[32],
     }
+
+
+def test_the_figure_draws_each_arms_curve_its_choice_the_points_off_the_axis_and_stage_two(monkeypatch):
+    """two_stage_runs with wide's 1e-2 blown up (9.0). Stage 1's panel: per arm, in sorted order and the colour
+    cycle's order, its means at 1e-3, 3e-3 (and 1e-2), its spread filled in its colour, its chosen point ringed,
+    and 9.0 drawn as a triangle at the axis's top: the span 3.0-3.5 padded by 8 % of 0.5 (0.04) each side. The
+    learning rate is on a log axis with the rates as ticks. Stage 2's panel: each arm's improvement in % at
+    x = 0, 1, 2 with its 95 % interval as error bars, a grey line at 0."""
+    import matplotlib.colors as mcolors
+
+    from nlq.common import figures
+
+    drawn = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.update(fig=fig, path=path))
+    result = tuning.report(two_stage_runs() + [fake("wide", "tune", 1, 1e-2, 9.0)], ["learning_rate"], "base")
+    tuning.plot(result, "figure.png")
+    fig = drawn["fig"]
+    assert drawn["path"] == "figure.png" and tuple(fig.get_size_inches()) == pytest.approx((11.0, 4.2))
+    stage1, stage2 = fig.axes
+    means = {"base": [3.0, 3.5], "nlq": [3.5, 3.0], "wide": [3.5, 3.0, 9.0]}
+    colours = {arm: f"C{i}" for i, arm in enumerate(sorted(means))}
+    lines = {line.get_label(): line for line in stage1.get_lines()}
+    for arm, ys in means.items():
+        line = lines[arm]
+        rates = [1e-3, 3e-3, 1e-2][: len(ys)]
+        assert list(line.get_xdata()) == rates and list(line.get_ydata()) == ys and line.get_marker() == "o"
+        assert mcolors.same_color(line.get_color(), colours[arm])
+        ring = [
+            x
+            for x in stage1.get_lines()
+            if x.get_markersize() == 12 and mcolors.same_color(x.get_color(), colours[arm])
+        ]
+        assert len(ring) == 1 and list(ring[0].get_xdata()) == [result["arms"][arm]["chosen"]["learning_rate"]]
+        assert list(ring[0].get_ydata()) == [3.0] and ring[0].get_markerfacecolor() == "none"
+        off = [
+            x for x in stage1.get_lines() if x.get_marker() == "^" and mcolors.same_color(x.get_color(), colours[arm])
+        ]
+        assert len(off) == 1 and off[0].get_markersize() == 9 and not off[0].get_clip_on()
+        assert list(off[0].get_xdata()) == ([1e-2] if arm == "wide" else [])
+        assert list(off[0].get_ydata()) == pytest.approx([3.54] if arm == "wide" else [])
+    fills = stage1.collections
+    assert len(fills) == 3 and all(f.get_alpha() == pytest.approx(0.15) for f in fills)
+    assert [mcolors.to_hex(f.get_facecolor()[0][:3]) for f in fills] == [mcolors.to_hex(c) for c in colours.values()]
+    assert stage1.get_ylim() == pytest.approx((2.96, 3.54))
+    assert stage1.get_xscale() == "log" and list(stage1.get_xticks()) == [1e-3, 3e-3, 1e-2]
+    assert [t.get_text() for t in stage1.get_xticklabels()] == ["0.001", "0.003", "0.01"]
+    assert stage1.get_xlabel() == "learning_rate" and stage1.get_ylabel() == "final val loss (▲: above the axis)"
+    assert stage1.get_title() == "stage 1: val loss against learning_rate (tune seeds)"
+    assert [t.get_text() for t in stage1.get_legend().get_texts()] == ["base", "nlq", "wide"]
+    for i, (arm, bars) in enumerate(zip(["base", "nlq", "wide"], stage2.containers)):
+        gain, interval = result["arms"][arm]["improvement"], result["arms"][arm]["interval"]
+        point, caps, bar = bars.lines
+        assert list(point.get_xdata()) == [i] and list(point.get_ydata()) == pytest.approx([gain * 100])
+        if interval is None:
+            assert arm == "base" and caps == () and bar == ()
+            continue
+        (segments,) = bar
+        assert [c.get_markersize() for c in caps] == [8, 8]  # capsize 4: a cap marker twice as wide
+        (low, high) = segments.get_segments()[0]
+        assert [low[1], high[1]] == pytest.approx([interval[0] * 100, interval[1] * 100])
+    (zero,) = stage2.get_lines()[-1:]
+    assert (
+        list(zero.get_ydata()) == [0, 0]
+        and mcolors.same_color(zero.get_color(), "grey")
+        and zero.get_linewidth() == 0.8
+    )
+    assert [t.get_text() for t in stage2.get_xticklabels()] == ["base", "nlq", "wide"]
+    assert all(t.get_rotation() == 30 for t in stage2.get_xticklabels())
+    assert stage2.get_ylabel() == "improvement over tuned base (%)"
+    assert stage2.get_title() == "stage 2: fresh seeds, 95 % interval"

@@ -4,7 +4,9 @@ its time, and the report (nlq/comparison/screening.py)."""
 import argparse
 import json
 import shlex
+import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from configurator import parse
@@ -17,9 +19,12 @@ from nlq.comparison.compare import Run
 from nlq.comparison.screening import ACCURACY
 from nlq.data.examples import rescore_floor, write_task
 from nlq.data.tasks import TaskError
+from nlq.eval.accuracy import midpoint, tokens_to_reach
 from nlq.run.config import TrainConfig
+from nlq.run.rundir import read_metrics
 
 TOKENS_PER_SECOND = 60_000  # one run of the screen's model with one thread on the 2-core VM (docs/screening.md)
+CONTINUED = "continued"  # OUT_ROOT/continued/SETTING/RUN: a stage-2 run carried on past its budget
 
 
 def parser(doc: str | None = None) -> argparse.ArgumentParser:
@@ -44,6 +49,11 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     )  # fmt: skip
     sweep.add_run_options(p)
     p.set_defaults(jobs=None)  # two side by side on a CPU machine (docs/screening.md); one per GPU or job otherwise
+    p.add_argument(
+        "--continue_to", type=int, default=2,
+        help="a stage-2 run short of the midpoint at its budget carries on at its min_lr to this many times the "
+        "budget, for its tokens to the midpoint (1: never); its budget's results are untouched (docs/screening.md)",
+    )  # fmt: skip
     p.add_argument("--tokens_per_s", type=float, default=TOKENS_PER_SECOND, help="one run's speed, for estimates")
     p.add_argument(
         "--prices", metavar="JSON", help="time each arm's step at a bench.py or gpu_check.py report's ratios"
@@ -81,14 +91,16 @@ def screen(args, extra) -> None:
         raise UserError("--tune_seeds and --seeds share a seed: report on fresh seeds")
     if args.max_extra_seeds < 0:
         raise UserError(f"--max_extra_seeds={args.max_extra_seeds}: give 0 (none) or more")
+    if args.continue_to < 1:
+        raise UserError(f"--continue_to={args.continue_to}: give a whole multiple of a run's budget, 1 (never) or more")
     out_root = Path(args.out_root)
     sweep.check_out_root(out_root)
     held = same_screen(out_root, settings, args, grid, extra)
     data = {s.name: out_root / "data" / s.name for s in settings}
     stage1 = [r for s in settings for r in plan(s, data[s.name], args.arms, tune_seeds, out_root, extra, points)]
     sweep.check_arm_names(stage1, args.arms)
-    estimate(settings, stage1, args, len(seeds))
     fresh = extra_seeds(tune_seeds + seeds, min(args.max_extra_seeds, max(screening.SEED_ROUNDS) - len(seeds)))
+    estimate(settings, stage1, args, len(seeds), len(fresh))
     if args.dry_run:
         sweep.launch(stage1, args, extra=[])
         print(f"stage 2: each arm's chosen point per setting x seeds {seeds}, once stage 1 has finished")
@@ -118,9 +130,12 @@ def screen(args, extra) -> None:
         r for s in settings for r in chosen_runs(s, stage1, data[s.name], args.arms, seeds, out_root, extra, keys)
     ]
     launch_all(stage2, args, "stage-2")
+    continue_short(settings, stage2, data, args, out_root)
     for target in screening.seed_rounds(len(seeds), len(fresh)):
         asked = seeds + fresh[: target - len(seeds)]
-        stage2 += more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys)
+        added = more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys)
+        continue_short(settings, added, data, args, out_root)
+        stage2 += added
     write_report(settings, stage1 + stage2, keys, data, out_root, args, started, prices)
 
 
@@ -166,6 +181,68 @@ def launch_all(runs, args, which: str) -> None:
         raise UserError(f"{len(runs) - len(done)} {which} runs did not finish (above): run the same command again")
 
 
+def floor_of(data_dir: Path) -> dict:
+    return json.loads((data_dir / "meta.json").read_text())["floor"]
+
+
+def continuation(r: sweep.Run, out_root: Path, multiple: int) -> sweep.Run:
+    """The stage-2 run r carried on to `multiple` times its budget: a run of its own beside it
+    (OUT_ROOT/continued/SETTING/NAME) with only max_iters raised. The cosine still ends where r's ends (the
+    setting's lr_decay_iters), so the added steps run at r's min_lr, as train.py's schedule holds it past
+    the cosine's end: every run of every arm follows one schedule, 'warmup, cosine to the budget, then
+    min_lr', of which each is computed only as far as its tokens to the midpoint need."""
+    steps = r.max_iters * multiple
+    out_dir = out_root / CONTINUED / r.out_dir.parent.name / r.out_dir.name
+    return replace(
+        r,
+        out_dir=out_dir,
+        max_iters=steps,
+        options=(*[o for o in r.options if not o.startswith("--max_iters=")], f"--max_iters={steps}"),
+    )
+
+
+def short_of_midpoint(r: sweep.Run, data_dir: Path) -> bool:
+    """Whether a finished run's accuracy never reached its setting's midpoint."""
+    return tokens_to_reach(screening.curve(Run.from_dir(r.out_dir)), midpoint(floor_of(data_dir)["token"])) is None
+
+
+def continue_short(settings, runs, data, args, out_root: Path) -> None:
+    """Carry on each of the (finished) stage-2 runs that did not reach the midpoint, to --continue_to times its
+    budget. Each continuation starts from a copy of its run's checkpoint and log, made aside and then renamed
+    (a kill leaves no half copy), and resumes from it: the run itself is never written again."""
+    if args.continue_to == 1:
+        return
+    todo = []
+    for s in settings:
+        for r in runs:
+            if r.out_dir.parent == out_root / s.name and short_of_midpoint(r, data[s.name]):
+                todo.append((r, continuation(r, out_root, args.continue_to)))
+    for r, c in todo:
+        if not c.out_dir.exists():
+            copying = c.out_dir.with_name(c.out_dir.name + ".copying")
+            shutil.rmtree(copying, ignore_errors=True)
+            copying.mkdir(parents=True)
+            for name in ("ckpt.pt", "metrics.jsonl", "config.json"):
+                shutil.copy2(r.out_dir / name, copying / name)
+            copying.rename(c.out_dir)
+    if todo:
+        print(f"{len(todo)} stage-2 runs short of the midpoint carry on to {args.continue_to}x their budget")
+    launch_all([c for _, c in todo], args, "continued")
+
+
+def continued_of(runs, out_root: Path, multiple: int) -> dict:
+    """{run name: its continuation read up to `multiple` times its budget} for the runs that have one (a
+    continuation carried further by an earlier --continue_to is read only that far)."""
+    out = {}
+    for r in runs:
+        path = out_root / CONTINUED / Path(r.name).parent.name / Path(r.name).name
+        if multiple > 1 and (path / "metrics.jsonl").is_file():
+            steps = r.config["max_iters"] * multiple
+            records = [x for x in read_metrics(path / "metrics.jsonl") if x.get("step", 0) <= steps]
+            out[r.name] = Run(str(path), json.loads((path / "config.json").read_text()), records)
+    return out
+
+
 def extra_seeds(used: list, most: int) -> list[int]:
     """`most` fresh seeds after every seed the screen uses (the rounds stop at SEED_ROUNDS' last count)."""
     return list(range(max(used) + 1, max(used) + 1 + max(0, most)))
@@ -181,8 +258,9 @@ def more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, key
     for s in settings:
         here = [r for r in stage2 if r.out_dir.parent == out_root / s.name]
         runs = [Run.from_dir(r.out_dir) for r in stage1 + here if r.out_dir.parent == out_root / s.name]
-        floor = json.loads((data[s.name] / "meta.json").read_text())["floor"]
-        for arm in screening.wanting_seeds(screening.setting_report(runs, keys, baseline, floor), baseline):
+        continued = continued_of(runs, out_root, args.continue_to)
+        report = screening.setting_report(runs, keys, baseline, floor_of(data[s.name]), continued=continued)
+        for arm in screening.wanting_seeds(report, baseline):
             held = {r.seed for r in here if r.arm == arm}
             new = [seed for seed in asked if seed not in held]
             point = next(r.point for r in here if r.arm == arm)
@@ -273,9 +351,10 @@ def prepare(setting, data_dir: Path, out_root: Path) -> None:
     print(f"made {data_dir} ({setting.task}, {screening.json_settings(setting.settings)})")
 
 
-def estimate(settings, stage1, args, seeds: int) -> None:
+def estimate(settings, stage1, args, seeds: int, extra: int = 0) -> None:
     """The runs and their estimated time at --tokens_per_s per run, --jobs at a time (on GPUs: the GPU plan,
-    whole_gpu_plan). Stage 2 is counted as seeds runs per arm and setting at its full length."""
+    whole_gpu_plan). Stage 2 is counted as seeds runs per arm and setting at its full length; the most that
+    continuations could add (every stage-2 run short, extra seeds included) is said apart."""
     arms, fresh = len(args.arms), {}
     tokens = 0
     for r in stage1:
@@ -300,6 +379,16 @@ def estimate(settings, stage1, args, seeds: int) -> None:
         f"{tokens / 1e6:,.0f}M training tokens: {when} at {args.tokens_per_s:,.0f} tokens/s a run (evaluations "
         "and starts add about 15 %)"
     )
+    if args.continue_to > 1:
+        most = sum(fresh.values()) * (seeds + extra) / seeds * (args.continue_to - 1)
+        local = args.executor == "local"
+        hours = most / args.tokens_per_s / 3600 / (args.jobs if local else 1)
+        print(
+            f"continuations (--continue_to={args.continue_to}): each stage-2 run short of its setting's midpoint at "
+            f"its budget carries on to {args.continue_to}x it; were every one short, {extra} extra seeds "
+            f"included, {screening.tokens_text(most)} tokens more, about {hours:.1f} "
+            + ("hours" if local else "run-hours")
+        )
 
 
 def whole_gpu_plan(settings, stage1, args, seeds: int, extra: int) -> str:
@@ -318,11 +407,12 @@ def write_report(settings, runs, keys, data, out_root: Path, args, started: floa
     baseline = baseline_of(args)
     by_setting = {s.name: [Run.from_dir(r.out_dir) for r in runs if r.out_dir.parent == out_root / s.name]
                   for s in settings}  # fmt: skip
-    results = {}
+    results, continued = {}, {}
     for s in settings:
-        floor = json.loads((data[s.name] / "meta.json").read_text())["floor"]
         ratios = prices["ratios"] if prices else None
-        results[s.name] = screening.setting_report(by_setting[s.name], keys, baseline, floor, ratios)
+        continued[s.name] = continued_of(by_setting[s.name], out_root, args.continue_to)
+        floor = floor_of(data[s.name])
+        results[s.name] = screening.setting_report(by_setting[s.name], keys, baseline, floor, ratios, continued[s.name])
     report = {
         "baseline": baseline,
         "prices": prices,
@@ -330,7 +420,12 @@ def write_report(settings, runs, keys, data, out_root: Path, args, started: floa
         "settings": results,
         "tasks": {s.name: {"task": s.task, "settings": s.settings, "axis": list(s.axis)} for s in settings},
         "overall": screening.overall(results, by_setting, baseline),
-        "budget": screening.budget([r for rs in by_setting.values() for r in rs], runs, args),
+        "budget": screening.budget(
+            [r for rs in by_setting.values() for r in rs],
+            runs,
+            args,
+            {n: c for cs in continued.values() for n, c in cs.items()},
+        ),
         "command": ["screen.py", *map(shlex.quote, args.arms)],
     }
     lines = screening.markdown(report)

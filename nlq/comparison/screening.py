@@ -6,8 +6,9 @@ the report built from the run directories alone.
 Per setting the report gives the key-blind floor (nlq/eval/accuracy.py, from the test split), each arm's
 accuracy with its improvement over the tuned baseline in points (paired by seed, 95 % interval, p, Holm over
 the arms), and each arm's tokens to the midpoint between the floor and 100 %: how soon it learns to recall,
-the sensitive measure near a task's transition (a run that never reaches it counts its whole budget, a
-lower bound, and is said so). A setting is informative when the tuned baseline's accuracy lies clearly
+the sensitive measure near a task's transition (a stage-2 run short of it at its budget is read on its
+continuation, nlq/comparison/screen.py's; one that never reaches it counts the tokens it ran, a lower bound,
+and is said so). A setting is informative when the tuned baseline's accuracy lies clearly
 above the floor (a quarter of the way to 100 % or more) and below saturation. Overall: per seed, each arm's
 accuracy averaged over the informative settings and its tokens to the midpoint averaged geometrically over
 them, compared with the baseline's likewise.
@@ -211,11 +212,16 @@ def curve(run) -> list[tuple[int, float]]:
     return [(run.evals[s]["tokens"], run.evals[s]["val_acc"]) for s in sorted(run.evals)]
 
 
-def tokens_to_midpoint(run, floor: float) -> tuple[float, bool]:
-    """(tokens at which the run's accuracy first reaches the midpoint, whether it did): a run that never
-    does counts its last evaluation's tokens, a lower bound."""
-    reached = tokens_to_reach(curve(run), midpoint(floor))
-    return (reached, True) if reached is not None else (float(curve(run)[-1][0]), False)
+def tokens_to_midpoint(run, floor: float, continued=None) -> tuple[float, bool]:
+    """(tokens at which the run's accuracy first reaches the midpoint, whether it did). A run that does not by
+    its budget is read on its continuation, where it has one (the same run carried on at its min_lr,
+    nlq/comparison/screen.py's continuation); one that never does counts its last evaluation's tokens, a lower
+    bound."""
+    for r in filter(None, (run, continued)):
+        reached = tokens_to_reach(curve(r), midpoint(floor))
+        if reached is not None:
+            return reached, True
+    return float(curve(continued or run)[-1][0]), False
 
 
 def one(seed: int, value: float, key: str = TOKENS.key):
@@ -237,10 +243,13 @@ def adjust(arms: dict, key: str, baseline: str) -> None:
         r[key]["p_holm"] = adjusted.get(arm)
 
 
-def setting_report(runs, keys, baseline: str, floor: dict, prices: dict | None = None) -> dict:
+def setting_report(runs, keys, baseline: str, floor: dict, prices: dict | None = None, continued=None) -> dict:
     """One setting's two-stage comparison by accuracy (tuning.report's dict), with its floor, whether it is
     informative, and each arm's tokens, training FLOPs and seconds to the midpoint (cost.per_token; prices:
-    cost.read_prices's) against the baseline's, paired by seed."""
+    cost.read_prices's) against the baseline's, paired by seed. continued: {run name: its continuation}, for
+    the stage-2 runs that did not reach the midpoint by their budget: their tokens to it are read there, and
+    each arm says how many of its runs reached it by the budget ('by_budget') and after ('reached')."""
+    continued = continued or {}
     result = tuning.report(runs, keys, baseline, ACCURACY)
     base_acc = result["arms"][baseline]["val_acc_mean"]
     result |= {"floor": floor, "midpoint": midpoint(floor["token"])}
@@ -249,7 +258,11 @@ def setting_report(runs, keys, baseline: str, floor: dict, prices: dict | None =
     arms = tuning.by_arm(fresh)
     scale = {"tokens": {r.name: 1.0 for r in fresh}, **cost.per_token(fresh, baseline, prices)}
     result["cost_axes"] = list(scale)
-    reach = {arm: [(r.seed, *tokens_to_midpoint(r, floor["token"]), r.name) for r in rs] for arm, rs in arms.items()}
+    reach = {
+        arm: [(r.seed, *tokens_to_midpoint(r, floor["token"], continued.get(r.name)), r.name) for r in rs]
+        for arm, rs in arms.items()
+    }
+    by_budget = {arm: sum(tokens_to_midpoint(r, floor["token"])[1] for r in rs) for arm, rs in arms.items()}
     for axis, metric in TO_MIDPOINT.items():
         if axis not in scale:
             continue
@@ -257,7 +270,8 @@ def setting_report(runs, keys, baseline: str, floor: dict, prices: dict | None =
         for arm, rows in reach.items():
             entry = compared(stand_in[arm], stand_in[baseline], metric, arm == baseline)
             entry |= {"values": [r.evals[0][metric.key] for r in stand_in[arm]], "seeds": [s for s, *_ in rows]}
-            entry |= {"reached": sum(ok for _, _, ok, _ in rows)}
+            entry |= {"reached": sum(ok for _, _, ok, _ in rows), "by_budget": by_budget[arm]}
+            entry["continued"] = sum(r.name in continued for r in arms[arm])
             if arm != baseline:
                 entry["first"] = first_to_midpoint(rows, reach[baseline], scale[axis])
             result["arms"][arm][metric.key] = entry
@@ -408,10 +422,16 @@ def cost_table(arms: dict, axes, with_accuracy=False) -> list[str]:
     lines.append("|---" * (len(metrics) + len(lead) + 1) + "|")
     for arm, r in sorted(arms.items()):
         t = r[TOKENS.key]
-        cells = [cell(r["accuracy"], ACCURACY)] if with_accuracy else [f"{t['reached']} / {len(t['values'])}"]
+        cells = [cell(r["accuracy"], ACCURACY)] if with_accuracy else [reached_cell(t)]
         cells += [] if with_accuracy else [first_cell(t.get("first"))]
         lines.append(f"| {arm} | " + " | ".join([*cells, *(cell(r[m.key], m) for m in metrics)]) + " |")
     return lines
+
+
+def reached_cell(entry: dict) -> str:
+    """'5 / 8', or where runs were continued past their budget '7 / 8 (5 by the budget)'."""
+    shown = f"{entry['reached']} / {len(entry['values'])}"
+    return shown + (f" ({entry['by_budget']} by the budget)" if entry.get("continued") else "")
 
 
 def first_cell(first: dict | None) -> str:
@@ -444,21 +464,29 @@ def json_settings(settings: dict) -> str:
 
 
 def budget_lines(budget: dict) -> list[str]:
+    more = budget.get("continued")
     return [
-        f"{budget['runs']} runs, {budget['tokens']:,} training tokens, {budget['flops']:.3g} training FLOPs; "
+        f"{budget['runs']} runs{f' ({more} of them carried on past their budget)' if more else ''}, "
+        f"{budget['tokens']:,} training tokens, {budget['flops']:.3g} training FLOPs; "
         f"{budget['hours']:.2f} hours of runs, {budget['wall_hours']:.2f} hours from the first run's start to the "
         f"last one's end ({budget['jobs']} at a time, {budget['threads']} threads each)"
     ]
 
 
-def budget(runs, planned, args) -> dict:
-    """What the screen spent: its runs, their training tokens and FLOPs (tuning.budget), the hours of the
-    runs (from each run directory's config.json, written at its start, to its metrics.jsonl's last write)
-    and from the first start to the last end."""
-    spent = tuning.budget(runs)
+def budget(runs, planned, args, continued=None) -> dict:
+    """What the screen spent: its runs, their training tokens and FLOPs (tuning.budget) with the steps their
+    continuations added (continued: {run name: its continuation}), the hours of the runs (from each run
+    directory's config.json, written at its start, to its metrics.jsonl's last write) and from the first
+    start to the last end."""
+    continued = continued or {}
+    spent, more = tuning.budget(runs), tuning.budget(list(continued.values()))
+    less = tuning.budget([r for r in runs if r.name in continued])  # the steps a continuation copied
+    for key in ("tokens", "flops"):
+        spent[key] += more[key] - less[key]
+    spent["continued"] = len(continued)
     spans = []
-    for r in planned:
-        start, end = (r.out_dir / "config.json").stat().st_mtime, (r.out_dir / "metrics.jsonl").stat().st_mtime
+    for out_dir in [r.out_dir for r in planned] + [Path(c.name) for c in continued.values()]:
+        start, end = (out_dir / "config.json").stat().st_mtime, (out_dir / "metrics.jsonl").stat().st_mtime
         spans.append((start, end))
     hours = sum(end - start for start, end in spans) / 3600
     wall = (max(e for _, e in spans) - min(s for s, _ in spans)) / 3600
