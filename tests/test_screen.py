@@ -105,8 +105,24 @@ def test_the_default_recall_setting_is_the_documented_task():
 def test_a_run_that_never_reaches_the_midpoint_counts_its_budget_and_is_said():
     runs = hand_made()
     runs[2] = run("base", 2, [0.2, 0.3, 0.4, 0.5, 0.55])
-    base = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)["arms"]["base"]["tokens_to_midpoint"]
+    result = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)
+    base = result["arms"]["base"]["tokens_to_midpoint"]
     assert base["values"] == pytest.approx([400.0, 150.0]) and base["reached"] == 1
+    # the setting's line: 3 of the 4 stage-2 runs (base's 1 of 2, nlq's 2 of 2) reached, 75 %; base holds the bound
+    assert screening.setting_lines(result, {"task": "mqar", "settings": {}})[-1] == (
+        "tokens to the midpoint: a value in 3 of 4 stage-2 runs (75%); the others never reached it and count the "
+        "tokens they ran, a lower bound: base 1"
+    )
+    five = [1.0] * 5  # three arms of 5 runs: base reached in 2, nlq in 5, wide in 4: 11 of 15, 73 %
+    arms = {
+        arm: {"tokens_to_midpoint": {"values": five, "reached": k}} for arm, k in (("wide", 4), ("base", 2), ("nlq", 5))
+    }
+    assert screening.values_line(arms) == (
+        "tokens to the midpoint: a value in 11 of 15 stage-2 runs (73%); the others never reached it and count the "
+        "tokens they ran, a lower bound: base 3, wide 1"
+    )
+    everyone = screening.setting_report(hand_made(), ["learning_rate"], "base", FLOOR)
+    assert screening.values_line(everyone["arms"]) == "tokens to the midpoint: a value in all 4 stage-2 runs"
 
 
 def test_who_reached_first_on_hand_made_pairs_with_runs_that_never_reached():

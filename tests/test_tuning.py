@@ -431,3 +431,89 @@ def test_the_figure_draws_each_arms_curve_its_choice_the_points_off_the_axis_and
     assert all(t.get_rotation() == 30 for t in stage2.get_xticklabels())
     assert stage2.get_ylabel() == "improvement over tuned base (%)"
     assert stage2.get_title() == "stage 2: fresh seeds, 95 % interval"
+
+
+def hand_result(metric="val_acc"):
+    """A report's dict written here, not computed: three arms at points of a 3-rate grid, one with a tune run
+    that did not finish, one tied in stage 1 with its runner-up, one ahead of its runner-up within the noise,
+    one with a larger tuning budget."""
+    key = f"{metric}_mean"
+
+    def arm(lr, mean, std, n, gain, interval, p, p_holm, runs, tokens, flops, **extra):
+        rows = [{"point": {"learning_rate": x}, "values": [0.5], key: 0.5, "diverged": 0} for x in (1e-3, 2e-3, 4e-3)]
+        return {
+            "chosen": {"learning_rate": lr}, "n": n, key: mean, f"{metric}_std": std, "improvement": gain,
+            "interval": interval, "p": p, "test": "paired t" if p is not None else "", "p_holm": p_holm,
+            "budget": {"runs": runs, "tokens": tokens, "flops": flops}, "at_grid_edge": [], "margin": None,
+            "stage1": rows,
+        } | extra  # fmt: skip
+
+    nlq_rows = arm(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)["stage1"]
+    nlq_rows[2] = {"point": {"learning_rate": 4e-3}, "values": [0.9, None], key: None, "diverged": 1}
+    return {
+        "baseline": "base", "metric": metric, "keys": ["learning_rate"], "step": 100, "tune_seeds": [1],
+        "seeds": [2, 3], "warnings": ["warning: no run varies weight_decay (every run has weight_decay=0.1)"],
+        "arms": {
+            "base": arm(1e-3, 0.5, 0.1, 2, 0.0, None, None, None, 3, 1000, 2.5e6),
+            "nlq": arm(
+                4e-3, 0.9, None, 1, 0.4, [0.1, 0.7], 0.0123, 0.0246, 3, 1000, 2.5e6, stage1=nlq_rows,
+                at_grid_edge=["extend the grid: learning_rate=0.004 is the largest tried"],
+                margin={"runner_up": {"learning_rate": 2e-3}, "margin": 0.0, "noise": 0.05, "within_noise": True},
+            ),
+            "wide": arm(
+                2e-3, 0.45, 0.05, 2, -0.05, [-0.2, 0.1], 0.5, 0.5, 4, 1500, 3.75e6,
+                margin={"runner_up": {"learning_rate": 1e-3}, "margin": 0.02, "noise": 0.05, "within_noise": True},
+            ),
+        },
+    }  # fmt: skip
+
+
+def test_the_stage_2_table_its_warnings_and_notes_read_as_written_here():
+    """markdown() of hand_result, line for line: the arms worst first (an accuracy: lowest first), each
+    number in its format (points with a sign, a dash where there is none), the budgets' warning, the grid
+    edge, the tie, the choice within the noise, the unfinished tune run, then the result's own warnings."""
+    assert tuning.markdown(hand_result()) == [
+        "stage 2: test accuracy per scored token at step 100 on fresh seeds [2, 3], each arm at the learning_rate "
+        "that stage 1 chose on seeds [1]; improvement over base's tuned point (in points; positive: higher "
+        "accuracy), its 95 % interval and t-test p, and p adjusted for the arms compared (Holm)",
+        "",
+        "| arm | chosen | accuracy | n | vs tuned baseline | 95 % interval | p | p (Holm) "
+        "| tuning: runs, tokens, FLOPs |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| wide | learning_rate=0.002 | 0.4500 ± 0.0500 | 2 | -5.00 pts | [-20.00 pts, +10.00 pts] | 0.5 (paired t) "
+        "| 0.5 | 4, 1,500, 3.75e+06 |",
+        "| base | learning_rate=0.001 | 0.5000 ± 0.1000 | 2 | +0.00 pts | — | — | — | 3, 1,000, 2.5e+06 |",
+        "| nlq | learning_rate=0.004 | 0.9000 | 1 | +40.00 pts | [+10.00 pts, +70.00 pts] | 0.0123 (paired t) "
+        "| 0.0246 | 3, 1,000, 2.5e+06 |",
+        "",
+        "warning: the arms' tuning budgets differ (runs, tokens): the comparison is not on equal terms",
+        "warning: nlq: extend the grid: learning_rate=0.004 is the largest tried",
+        "note: nlq: its choice tied with learning_rate=0.002 in stage 1 (the lower validation loss decided)",
+        "note: nlq: 1 of 2 tune runs at {'learning_rate': 0.004} did not finish (counted as the worst value)",
+        "note: wide: its choice was 0.02 ahead of learning_rate=0.001 in stage 1, within the spread of its stage-2 "
+        "seeds (0.05): the two points are not told apart",
+        "warning: no run varies weight_decay (every run has weight_decay=0.1)",
+    ]
+
+
+def test_a_loss_table_is_relative_highest_loss_first_and_a_one_point_grid_says_nothing_was_tuned():
+    """The same hand-made report as a validation loss (lower is better): the gains read as percentages of
+    the baseline, the arms from the highest loss (base 0.5 > wide 0.45; nlq 0.9 is the highest), budgets
+    alike, no margin worth a note, and every arm's stage 1 a single point."""
+    result = hand_result("val_loss")
+    for r in result["arms"].values():
+        r.update(budget={"runs": 3, "tokens": 1000, "flops": 2.5e6}, at_grid_edge=[], stage1=r["stage1"][:1])
+        r["margin"] = r["margin"] and r["margin"] | {"within_noise": False}
+    result["warnings"] = []
+    assert tuning.arm_order(result) == ["nlq", "base", "wide"]
+    lines = tuning.markdown(result)
+    assert "(relative; positive: lower loss)" in lines[0] and lines[0].startswith("stage 2: validation loss at")
+    assert lines[2].split(" | ")[2] == "val loss"
+    assert lines[4:] == [
+        "| nlq | learning_rate=0.004 | 0.9000 | 1 | +40.00% | [+10.00%, +70.00%] | 0.0123 (paired t) | 0.0246 "
+        "| 3, 1,000, 2.5e+06 |",
+        "| base | learning_rate=0.001 | 0.5000 ± 0.1000 | 2 | +0.00% | — | — | — | 3, 1,000, 2.5e+06 |",
+        "| wide | learning_rate=0.002 | 0.4500 ± 0.0500 | 2 | -5.00% | [-20.00%, +10.00%] | 0.5 (paired t) | 0.5 "
+        "| 3, 1,000, 2.5e+06 |",
+        "note: the grid has one point: nothing was tuned",
+    ]

@@ -409,8 +409,27 @@ def setting_lines(result: dict, task: dict) -> list[str]:
         *macro_line(result["arms"]),
         "",
         *cost_table(result["arms"], result["cost_axes"]),
+        "",
+        values_line(result["arms"]),
     ]
     return lines
+
+
+def values_line(arms: dict) -> str:
+    """How many stage-2 runs' tokens to the midpoint are values (the run reached it) rather than lower bounds
+    (it ran out of steps first), over the setting's arms, and which arms hold the bounds."""
+    entries = {arm: r[TOKENS.key] for arm, r in sorted(arms.items())}
+    runs = sum(len(e["values"]) for e in entries.values())
+    reached = sum(e["reached"] for e in entries.values())
+    if reached == runs:
+        return f"tokens to the midpoint: a value in all {runs} stage-2 runs"
+    short = ", ".join(
+        f"{arm} {len(e['values']) - e['reached']}" for arm, e in entries.items() if e["reached"] < len(e["values"])
+    )
+    return (
+        f"tokens to the midpoint: a value in {reached} of {runs} stage-2 runs ({reached / runs:.0%}); the others "
+        f"never reached it and count the tokens they ran, a lower bound: {short}"
+    )
 
 
 def cost_table(arms: dict, axes, with_accuracy=False) -> list[str]:
