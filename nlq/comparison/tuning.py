@@ -232,14 +232,14 @@ def check_stage2(choice: dict, arms: dict, keys, tune_seeds: list, baseline: str
 
 def arm_order(result: dict) -> list[str]:
     """The arms of a report by their stage-2 mean, worst first and best last (as compare.worst_first)."""
-    metric = METRICS[result.get("metric", "val_loss")]
+    metric = METRICS[result["metric"]]
     means = {arm: r[f"{metric.key}_mean"] for arm, r in result["arms"].items()}
     return sorted(means, key=lambda a: means[a], reverse=not metric.higher_is_better)
 
 
 def markdown(result: dict) -> list[str]:
     """The stage-2 table, its budgets and its warnings, as markdown lines."""
-    metric = METRICS[result.get("metric", "val_loss")]
+    metric = METRICS[result["metric"]]
     keys, mean, std = ", ".join(result["keys"]), f"{metric.key}_mean", f"{metric.key}_std"
     lines = [
         f"stage 2: {metric.name} at step {result['step']} on fresh seeds {result['seeds']}, each arm at the "
@@ -285,7 +285,7 @@ def markdown(result: dict) -> list[str]:
         ]
     if all(len(r["stage1"]) == 1 for r in result["arms"].values()):
         lines += ["note: the grid has one point: nothing was tuned"]
-    return lines + result.get("warnings", [])
+    return lines + result["warnings"]
 
 
 def loss_span(curves: dict, metric: Metric = LOSS) -> tuple | None:
@@ -308,7 +308,7 @@ def figure_data(result: dict) -> dict:
     """What the figure draws: per grid key, per arm, the stage-1 curve (value, mean, min, max over tune
     seeds) at the other keys' chosen values, and the chosen value, with the loss axis's span (loss_span);
     per arm, the stage-2 improvement with its interval."""
-    metric = METRICS[result.get("metric", "val_loss")]
+    metric = METRICS[result["metric"]]
     curves, spans = {}, {}
     for key in result["keys"]:
         curves[key] = {}
