@@ -319,6 +319,8 @@ def test_compare_tune_refuses_two_sweeps_or_a_copy_and_warns_of_a_key_not_varied
         r.config["weight_decay"] = 0.1
     lines = tuning.markdown(tuning.report(runs, ["learning_rate", "weight_decay"], "base"))
     assert "warning: no run varies weight_decay (every run has weight_decay=0.1): nothing was tuned over it" in lines
+    assert "each arm at the learning_rate, weight_decay that stage 1 chose" in lines[0]  # two keys, as typed
+    assert any(line.startswith("| nlq | learning_rate=0.003, weight_decay=0.1 |") for line in lines)
 
 
 def test_an_arm_whose_every_grid_point_diverged_stops_the_comparison_with_what_to_try():
