@@ -109,7 +109,13 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
         "not end_to_end and not side_by_side",
     ],
     "nlq/eval/latency.py": ["tests/test_tools.py", "-k", "stub_clock or latency"],
-    "nlq/bench/cost.py": ["tests/test_tools.py", "tests/test_cost.py", "-k", "bench or prices or report"],
+    "nlq/bench/cost.py": [
+        "tests/test_bench.py",
+        "tests/test_tools.py",
+        "tests/test_cost.py",
+        "-k",
+        "bench or prices or report",
+    ],
     # the verdict and its blind review (issue 53): their own tests and the option fuzz
     "nlq/comparison/verdict.py": ["tests/test_verdict.py", "tests/test_fuzz_options.py"],
     "nlq/eval/review.py": ["tests/test_review.py", "tests/test_verdict.py"],
@@ -175,13 +181,17 @@ def configure(dest: Path, module: str, tests: list[str], slow: bool = False) -> 
         f.write(f"pytest_add_cli_args_test_selection = {selection}\n")
 
 
-def mutated_imports(dest: Path) -> dict:
-    """The environment for mutmut: a test that runs a script in a process of its own (train.py, a prepare
-    script) imports the mutated copy too. mutmut puts mutants/ first on its own sys.path only; without this a
+def mutant_env(dest: Path, jobs: int) -> dict:
+    """The environment for mutmut. A test that runs a script in a process of its own (train.py, a prepare
+    script) imports the mutated copy too: mutmut puts mutants/ first on its own sys.path only; without this a
     child imports the installed package (pip install -e: the unmutated tree), so a mutant reached only
-    through a child survived, or, with that install elsewhere, every child failed and killed every mutant."""
+    through a child survived, or, with that install elsewhere, every child failed and killed every mutant.
+    Each of the jobs gets its share of the cores: OpenMP threads that outnumber the cores spin against each
+    other (a test of 1 s took 40 s with 2 jobs of 2 threads on 2 cores), and mutmut's CPU-time limit then
+    stopped mutants that no test caught, counted as caught."""
     path = [str(dest / "mutants"), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
 def mutants(dest: Path, module: str) -> list[str]:
@@ -227,10 +237,11 @@ def run(args) -> float:
         print(f"{module}: {len(names)} mutants, running {len(chosen)} against {', '.join(tests)}", flush=True)
         ran = subprocess.run(
             ["mutmut", "run", "--max-children", str(args.jobs), *chosen],
-            cwd=dest, capture_output=True, text=True, env=mutated_imports(dest),
+            cwd=dest, capture_output=True, text=True, env=mutant_env(dest, args.jobs),
         )  # fmt: skip
         status = results(dest)
         killed = [n for n in chosen if status.get(n) in KILLED]
+        timed_out = [n for n in killed if status[n] == "timeout"]  # caught only if the mutant hangs: read them
         survived = [n for n in chosen if status.get(n) in SURVIVED]
         if not killed and not survived:
             tail = (ran.stdout + ran.stderr).strip().splitlines()[-15:]
@@ -240,7 +251,10 @@ def run(args) -> float:
             print(f"\nsurvived: {diff.strip()}")
     other = len(chosen) - len(killed) - len(survived)
     score = len(killed) / max(len(killed) + len(survived), 1)
-    print(f"\n{module}: {len(killed)} killed, {len(survived)} survived, {other} not run; score {score:.0%}")
+    print(
+        f"\n{module}: {len(killed)} killed ({len(timed_out)} of them by the time limit: {', '.join(timed_out)}), "
+        f"{len(survived)} survived, {other} not run; score {score:.0%}"
+    )
     return score
 
 
