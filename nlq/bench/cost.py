@@ -238,7 +238,7 @@ def results(cfg: BenchConfig, subjects: dict, raw: dict, peaks: list, world: int
             "non_embedding_params": s.params,
             "train_step_s": train,
             "train_tokens_per_s": tokens / train["median"] if train else None,
-            "mfu": summary(mfu) if mfu else None,
+            "mfu": summary(mfu),
             "peak_mem_bytes": raw[m]["peak_mem"],
             "prefill_s": summary(raw[m]["prefill_s"]),
             "decode_tokens_per_s": summary(raw[m]["decode_tok_s"]),
