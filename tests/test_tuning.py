@@ -326,8 +326,12 @@ def test_compare_tune_refuses_two_sweeps_or_a_copy_and_warns_of_a_key_not_varied
 def test_an_arm_whose_every_grid_point_diverged_stops_the_comparison_with_what_to_try():
     runs = [r for r in two_stage_runs() if not (r.arm == "nlq" and tuning.stage_of(r) == "tune")]
     runs += [fake("nlq", "tune", 1, lr, None) for lr in (1e-3, 3e-3)]
-    with pytest.raises(tuning.TuningError, match="every grid point of nlq diverged .* add smaller learning rates"):
+    with pytest.raises(tuning.TuningError) as e:
         tuning.report(runs, ["learning_rate"], "base")
+    assert str(e.value) == (
+        "every grid point of nlq diverged or did not finish in stage 1 (2 points): nothing to choose; add smaller "
+        "learning rates to the grid (or check its runs' train.log), then run again"
+    )
 
 
 def test_a_finished_run_that_lost_its_last_evaluation_or_config_is_restored_by_a_rerun(char_data, tmp_path):
@@ -519,3 +523,264 @@ def test_a_loss_table_is_relative_highest_loss_first_and_a_one_point_grid_says_n
         "| 3, 1,000, 2.5e+06 |",
         "note: the grid has one point: nothing was tuned",
     ]
+
+
+ACC = tuning.METRICS["val_acc"]
+
+
+def fake_acc(arm, stage, seed, lr, acc, loss=3.0, max_iters=8, **extra):
+    """fake() with a test accuracy at its last step (None: the record holds none)."""
+    run = fake(arm, stage, seed, lr, loss, max_iters, **extra)
+    if acc is not None:
+        run.evals[max_iters]["val_acc"] = acc
+    return run
+
+
+@pytest.mark.parametrize(
+    "group, stage",
+    [("screen/recall/tune", "tune"), ("R/report", "report"), ("tune", "tune"), ("R/other", None), ("", None),
+     (None, None)],
+)  # fmt: skip
+def test_a_runs_stage_is_the_last_part_of_its_group_and_nothing_else(group, stage):
+    run = fake("base", "tune", 1, 1e-3, 3.0)
+    run.config["wandb_group"] = group
+    assert tuning.stage_of(run) == stage
+
+
+def test_one_sweep_is_one_group_before_its_stage_and_each_refusal_names_the_runs():
+    """screen/recall and screen/mqar are two sweeps (the part before the stage is the whole sweep's name, not
+    its first word); a run with no group is '(none)'; a copy names the run it repeats; one run's key is not
+    varied."""
+    a, b, c = fake("base", "tune", 1, 1e-3, 3.0), fake("base", "report", 2, 1e-3, 3.0), fake("nlq", "tune", 1, 1e-3, 3)
+    a.config["wandb_group"], b.config["wandb_group"], c.config["wandb_group"] = (
+        "screen/recall/tune",
+        "screen/mqar/report",
+        None,
+    )
+    with pytest.raises(tuning.TuningError) as e:
+        tuning.check_one_sweep([a, b, c], ["learning_rate"])
+    assert str(e.value) == (
+        f"the runs come from 3 sweeps (screen/recall: e.g. {a.name}; screen/mqar: e.g. {b.name}; (none): e.g. "
+        f"{c.name}): compare one sweep's runs at a time"
+    )
+    first, copy = fake("nlq", "report", 5, 3e-3, 2.94), fake("nlq", "report", 5, 3e-3, 2.94)
+    copy.name = "elsewhere/nlq"
+    with pytest.raises(tuning.TuningError) as e:
+        tuning.check_one_sweep([first, copy], ["learning_rate"])
+    assert str(e.value) == (
+        f"{first.name} and elsewhere/nlq are the same run (arm nlq, stage report, seed 5, {{'learning_rate': "
+        "0.003}): a copy of a sweep's directory? give each run once"
+    )
+    assert tuning.check_one_sweep([first], ["learning_rate"]) == [
+        "warning: no run varies learning_rate (every run has learning_rate=0.003): nothing was tuned over it"
+    ]
+
+
+def test_a_grid_key_a_run_does_not_record_is_named():
+    run = fake("base", "tune", 1, 1e-3, 3.0)
+    with pytest.raises(tuning.TuningError) as e:
+        tuning.point_of(run, ["learning_rate", "warmup", "beta9"])
+    assert str(e.value) == f"{run.name} records no warmup, beta9: not a key of its config"
+
+
+def test_a_grid_sorts_numbers_first_then_the_rest_by_name_and_a_tie_goes_to_the_first():
+    """A grid may hold numbers, None (train.py's default) and names. All four points end at 3.0: the rows go
+    6e-5, 1e-4 (numbers, by value, not as text), then None, 'cos' ('None' < 'cos'), and the choice is the
+    first, 6e-5. A loss that ties needs nothing more to decide."""
+    runs = [fake("base", "tune", 1, 1e-3, 3.0, min_lr=v) for v in ("cos", 1e-4, None, 6e-5)]
+    choice = tuning.choose(runs, ["min_lr"])["base"]
+    assert [row["point"]["min_lr"] for row in choice["points"]] == [6e-5, 1e-4, None, "cos"]
+    assert choice["chosen"] == {"min_lr": 6e-5}
+
+
+def test_an_accuracy_tie_goes_to_the_lower_loss_and_every_refusal_reads_the_accuracy():
+    """Two rates at accuracy 1.0: the one with the lower final loss (2.0 against 2.5) is chosen, the later
+    one in grid order. A stage-2 run whose last record has a loss but no accuracy did not finish, read by
+    the accuracy; so does a NaN loss on the loss."""
+    tune = [fake_acc("base", "tune", 1, 1e-3, 1.0, loss=2.5), fake_acc("base", "tune", 1, 2e-3, 1.0, loss=2.0)]
+    choice = tuning.choose(tune, ["learning_rate"], ACC)["base"]
+    assert choice["chosen"] == {"learning_rate": 2e-3}
+    assert [row["val_loss_mean"] for row in choice["points"]] == [2.5, 2.0]
+    fresh = [fake_acc("base", "report", 2, 2e-3, 0.9), fake_acc("base", "report", 3, 2e-3, None)]
+    with pytest.raises(tuning.TuningError) as e:
+        tuning.report(tune + fresh, ["learning_rate"], "base", ACC)
+    assert str(e.value) == f"{fresh[1].name} did not reach its last step: finish (or rerun) it before reporting"
+    assert tuning.final_value(fresh[1], ACC) == -math.inf
+    assert tuning.final_value(fake("base", "report", 3, 2e-3, math.nan)) == math.inf
+    unfinished = fake_acc("base", "tune", 1, 4e-3, None, loss=None)  # its point's accuracy is -inf: JSON's None
+    result = tuning.report([*tune, unfinished, fresh[0]], ["learning_rate"], "base", ACC)
+    assert result["arms"]["base"]["stage1"][2]["val_acc_mean"] is None
+    json.dumps(result, allow_nan=False)
+
+
+def test_stage_2_refusals_say_what_is_wrong_and_what_to_do():
+    runs = two_stage_runs()
+    with pytest.raises(tuning.TuningError) as e:
+        tuning.report([r for r in runs if tuning.stage_of(r) == "tune"], ["learning_rate"], "base")
+    assert str(e.value) == (
+        "6 stage-1 (tune) and 0 stage-2 (report) runs: a two-stage comparison needs both (their wandb_group ends "
+        "in /tune or /report, as sweep.py --grid sets it)"
+    )
+    stray = fake("other", "report", 5, 1e-3, 3.0)
+    with pytest.raises(tuning.TuningError) as e:
+        tuning.report(runs + [stray], ["learning_rate"], "base")
+    assert str(e.value) == "other has stage-2 runs but no stage-1 runs: its point was chosen elsewhere"
+    on_tune_seed = fake("nlq", "report", 1, 3e-3, 2.9)
+    with pytest.raises(tuning.TuningError) as e:
+        tuning.report(runs + [on_tune_seed], ["learning_rate"], "base")
+    assert str(e.value) == (
+        f"{on_tune_seed.name} reports seed 1, a tune seed: a choice reported on the seeds that made it is biased "
+        "in its favour; report on fresh seeds"
+    )
+
+
+def test_a_report_on_one_fresh_seed_has_no_spread_and_its_baseline_no_test():
+    runs = [r for r in two_stage_runs() if r.seed != 6]
+    arms = tuning.report(runs, ["learning_rate"], "base")["arms"]
+    assert arms["nlq"]["val_loss_std"] is None and arms["nlq"]["margin"] is None
+    assert (arms["base"]["p"], arms["base"]["test"], arms["base"]["interval"]) == (None, "", None)
+
+
+def test_the_margin_is_the_choices_lead_over_the_runner_up_against_the_stage_2_spread():
+    """Accuracy: chosen 0.90, runner-up 0.85 (0.70 is further, -inf diverged): 0.05 ahead, against the
+    standard deviation of 0.88 and 0.92, 0.02 x sqrt(2) = 0.0283: told apart. Loss: 2.0 chosen, 3.0 next, a
+    lead of 1.0 against stage 2's 1.0, 2.0, 3.0 (sd exactly 1.0): within the noise, the edge included."""
+    points = [(1, 0.70), (2, 0.90), (4, 0.85), (8, -math.inf)]
+    choice = {"chosen": {"lr": 2}, "points": [{"point": {"lr": x}, "val_acc_mean": m} for x, m in points]}
+    assert tuning.margin(choice, [0.88, 0.92], ACC) == {
+        "runner_up": {"lr": 4},
+        "margin": pytest.approx(0.05),
+        "noise": pytest.approx(0.02 * 2**0.5),
+        "within_noise": False,
+    }
+    loss = {"chosen": {"lr": 1}, "points": [{"point": {"lr": 1}, "val_loss_mean": 2.0}, {"point": {"lr": 2},
+            "val_loss_mean": 3.0}, {"point": {"lr": 4}, "val_loss_mean": 5.0}]}  # fmt: skip
+    assert tuning.margin(loss, [1.0, 2.0, 3.0], tuning.LOSS) == {
+        "runner_up": {"lr": 2}, "margin": 1.0, "noise": 1.0, "within_noise": True
+    }  # fmt: skip
+    assert tuning.margin(loss, [1.0], tuning.LOSS) is None  # one stage-2 run: no spread
+    assert tuning.margin({"chosen": {"lr": 1}, "points": loss["points"][:1]}, [1.0, 2.0], tuning.LOSS) is None
+
+
+def test_finite_writes_what_json_cannot_hold_as_none():
+    row = {"point": {"lr": 1}, "values": [3.0, math.inf], "val_loss_mean": math.inf, "diverged": 1}
+    assert tuning.finite(row) == {"point": {"lr": 1}, "values": [3.0, None], "val_loss_mean": None, "diverged": 1}
+    row = {"point": {"lr": 1}, "values": [-math.inf, 0.5], "val_acc_mean": -math.inf, "val_loss_mean": math.inf}
+    assert tuning.finite(row, ACC) == row | {"values": [None, 0.5], "val_acc_mean": None, "val_loss_mean": None}
+    assert tuning.finite({"values": [1.0], "val_acc_mean": 1.0}, ACC) == {"values": [1.0], "val_acc_mean": 1.0}
+
+
+def test_the_axis_span_by_hand_for_a_loss_and_an_accuracy():
+    """Loss: the finite means 3.0, 3.2, 3.5, 4.0 (None and inf left out); their upper quartile, inclusive, at
+    position 1 + 0.75 x 3 = 3.25: 3.5 + 0.25 x 0.5 = 3.625; the best low end 2.9. Accuracy: means 0.5, 0.7,
+    0.9, 1.0, lower quartile at 1.75: 0.5 + 0.75 x 0.2 = 0.65, up to the best high end 1.0. Two means are
+    enough; all alike or no best end there is nothing to show."""
+    nan, inf = math.nan, math.inf
+    loss = {"a": {"mean": [3.0, None, 3.5], "low": [2.9, None, inf]}, "b": {"mean": [3.2, inf, 4.0], "low": [nan]}}
+    assert tuning.loss_span(loss) == pytest.approx((2.9, 3.625))
+    acc = {"a": {"mean": [0.5, 0.9], "high": [0.6, None]}, "b": {"mean": [0.7, 1.0], "high": [1.0, -inf]}}
+    assert tuning.loss_span(acc, ACC) == pytest.approx((0.65, 1.0))
+    assert tuning.loss_span({"a": {"mean": [3.0, 4.0], "low": [2.9]}}) == pytest.approx((2.9, 3.75))
+    assert tuning.loss_span({"a": {"mean": [3.0, 4.0], "low": [None]}}) is None
+    assert tuning.loss_span({"a": {"mean": [3.0], "low": [2.9]}}) is None
+    assert tuning.loss_span({"a": {"mean": [1.0, 1.0], "high": [1.0]}}, ACC) is None  # every point at 100 %
+    assert tuning.loss_span({"a": {"mean": [3.0, 3.0], "low": [3.0]}}) is None
+
+
+def two_key_result():
+    """A report's dict written here: accuracy over learning_rate x weight_decay, base chosen at (1e-3, 0.1),
+    nlq at (2e-3, 0.0); nlq's (1e-3, 0.0) never finished either tune run."""
+
+    def rows(means):
+        out = []
+        for (lr, wd), m in means.items():
+            values = [None, None] if m is None else [m - 0.05, m + 0.05]
+            out.append({"point": {"learning_rate": lr, "weight_decay": wd}, "values": values, "val_acc_mean": m})
+        return out
+
+    base = {(1e-3, 0.0): 0.6, (1e-3, 0.1): 0.8, (2e-3, 0.0): 0.5, (2e-3, 0.1): 0.7}
+    nlq = {(1e-3, 0.0): None, (1e-3, 0.1): 0.85, (2e-3, 0.0): 0.95, (2e-3, 0.1): 0.2}
+    return {
+        "metric": "val_acc", "keys": ["learning_rate", "weight_decay"], "baseline": "base",
+        "arms": {
+            "base": {"chosen": {"learning_rate": 1e-3, "weight_decay": 0.1}, "stage1": rows(base),
+                     "improvement": 0.0, "interval": None},
+            "nlq": {"chosen": {"learning_rate": 2e-3, "weight_decay": 0.0}, "stage1": rows(nlq),
+                    "improvement": 0.15, "interval": [0.05, 0.25]},
+        },
+    }  # fmt: skip
+
+
+def test_the_figures_curves_hold_the_other_keys_at_the_arms_choice():
+    """Along learning_rate base is read at weight_decay 0.1 (0.8, 0.7), nlq at 0.0 (its unfinished point
+    has no mean and no spread, then 0.95); along weight_decay base at 1e-3, nlq at 2e-3. The accuracy axis
+    along learning_rate: means 0.8, 0.7, 0.95, lower quartile at position 1.5 of the sorted: 0.75, up to the
+    best run, 1.0."""
+    data = tuning.figure_data(two_key_result())
+    lr, wd = data["curves"]["learning_rate"], data["curves"]["weight_decay"]
+    assert lr["base"] == {"values": [1e-3, 2e-3], "mean": [0.8, 0.7], "low": pytest.approx([0.75, 0.65]),
+                          "high": pytest.approx([0.85, 0.75]), "chosen": 1e-3}  # fmt: skip
+    assert lr["nlq"]["mean"] == [None, 0.95] and lr["nlq"]["low"][0] is None and lr["nlq"]["high"][0] is None
+    assert wd["base"]["values"] == [0.0, 0.1] and wd["base"]["mean"] == [0.6, 0.8]
+    assert wd["nlq"]["mean"] == [0.95, 0.2] and wd["nlq"]["chosen"] == 0.0
+    assert data["span"]["learning_rate"] == pytest.approx((0.75, 1.0))
+    assert data["improvement"] == {"base": (0.0, None), "nlq": (0.15, [0.05, 0.25])} and data["metric"] == "val_acc"
+
+
+def drawn_figure(monkeypatch, result):
+    from nlq.common import figures
+
+    drawn = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.update(fig=fig))
+    tuning.plot(result, "figure.png")
+    return drawn["fig"]
+
+
+def test_an_accuracy_figure_marks_points_below_its_axis_and_states_gains_in_points(monkeypatch):
+    """two_key_result: a panel per key and stage 2's last. Along weight_decay nlq's 0.2 at 0.1 lies below
+    the axis (means 0.6, 0.8, 0.95, 0.2: lower quartile at 1.75 of the sorted, 0.2 + 0.75 x 0.4 = 0.5, up to
+    1.0, padded by 8 % of 0.5): drawn as a downward triangle at the bottom, 0.46. A weight decay of 0 puts
+    that axis on a linear scale; learning rates are on a log one. Points and rings are circles."""
+    import matplotlib.colors as mcolors
+
+    fig = drawn_figure(monkeypatch, two_key_result())
+    lr_ax, wd_ax, stage2 = fig.axes
+    assert tuple(fig.get_size_inches()) == pytest.approx((16.5, 4.2))
+    assert lr_ax.get_xscale() == "log" and wd_ax.get_xscale() == "linear"
+    assert wd_ax.get_ylim() == pytest.approx((0.46, 1.04))
+    assert wd_ax.get_ylabel() == "final accuracy (▼: below the axis)" and wd_ax.get_xlabel() == "weight_decay"
+    off = [x for x in wd_ax.get_lines() if x.get_marker() == "v" and mcolors.same_color(x.get_color(), "C1")]
+    assert [list(off[0].get_xdata()), list(off[0].get_ydata())] == [[0.1], pytest.approx([0.46])]  # nlq's
+    rings = [x for x in wd_ax.get_lines() if x.get_markersize() == 12]
+    assert [x.get_marker() for x in rings] == ["o", "o"]
+    fill = wd_ax.collections[1].get_paths()[0].vertices[:, 1]  # nlq's spread, from its lows to its highs
+    assert (fill.min(), fill.max()) == pytest.approx((0.15, 1.0))
+    assert stage2.get_ylabel() == "improvement over tuned base (points)"
+    (_, nlq_bars) = stage2.containers
+    point, _, _ = nlq_bars.lines
+    assert point.get_marker() == "o" and list(point.get_ydata()) == pytest.approx([15.0])
+
+
+@pytest.mark.parametrize(
+    "key, values, scale",
+    [("learning_rate", (1e-3, 2e-3), "log"), ("grad_clip", (0.25, 2.5), "log"), ("grad_clip", (0.25, 2.0), "linear"),
+     ("weight_decay", (0.0, 0.1), "linear")],
+)  # fmt: skip
+def test_a_key_is_drawn_on_a_log_axis_when_it_is_a_rate_or_spans_a_factor_of_ten(monkeypatch, key, values, scale):
+    """And where every point ties at 100 % there is no span: the axis is left alone, no point is off it,
+    and the label says nothing of triangles."""
+    rows = [{"point": {key: v}, "values": [1.0], "val_acc_mean": 1.0} for v in values]
+    arm = {"chosen": {key: values[0]}, "stage1": rows, "improvement": 0.0, "interval": None}
+    result = {"metric": "val_acc", "keys": [key], "baseline": "base", "arms": {"base": arm}}
+    ax = drawn_figure(monkeypatch, result).axes[0]
+    assert ax.get_xscale() == scale and ax.get_ylabel() == "final accuracy"
+    assert not [x for x in ax.get_lines() if x.get_marker() == "v" and len(x.get_xdata())]
+
+
+def test_a_runner_up_on_two_grid_keys_is_named_by_both():
+    result = hand_result()
+    result["arms"]["wide"]["margin"]["runner_up"] = {"learning_rate": 1e-3, "weight_decay": 0.1}
+    assert (
+        "note: wide: its choice was 0.02 ahead of learning_rate=0.001, weight_decay=0.1 in stage 1, within the "
+        "spread of its stage-2 seeds (0.05): the two points are not told apart"
+    ) in tuning.markdown(result)

@@ -351,11 +351,10 @@ def plot(result: dict, path) -> None:
         low, high = (span[0] - pad, span[1] + pad) if span else (-math.inf, math.inf)
         edge, mark = (low, "v") if metric.higher_is_better else (high, "^")  # the worse end of the axis
         for arm, c in sorted(data["curves"][key].items()):
+            # a point whose runs did not all finish has no mean; the chosen point always has one
             shown = [
                 (v, m, lo, hi) for v, m, lo, hi in zip(c["values"], c["mean"], c["low"], c["high"]) if m is not None
             ]
-            if not shown:
-                continue
             v, m, lo, hi = map(list, zip(*shown))
             (line,) = ax.plot(v, m, marker="o", label=arm)
             ax.fill_between(v, lo, hi, color=line.get_color(), alpha=0.15)
