@@ -737,3 +737,43 @@ def test_every_rank_and_micro_step_reads_the_rows_one_process_reads():
             for (x, y), (x1, y1) in zip(parts, one):
                 assert torch.equal(x, x1) and torch.equal(y, y1), (step, world)
             assert torch.cat([y for _, y in parts])[:, 2].tolist() == [r % 7 for r in batch]
+
+
+def small_split(n=6, dtype=np.uint16):
+    """n examples of 3 ids stored narrow, as a prepared dataset stores them: inputs i, i, i; targets -100,
+    i % 5, -100."""
+    inputs = (np.arange(n)[:, None] * np.ones((1, 3), int)).astype(dtype)
+    targets = np.full((n, 3), -100, dtype=np.int16)
+    targets[:, 1] = np.arange(n) % 5
+    return SimpleNamespace(inputs=inputs, targets=targets)
+
+
+def test_example_rows_are_int64_and_an_id_past_the_vocabulary_is_refused_through_every_reader():
+    """Whatever the stored width, a batch is int64 (the embedding's index type); an id of 5 in a vocabulary
+    of 5 is refused on the host, by example_rows and by ExampleBatches.get alike; get's defaults are one
+    process."""
+    split = small_split()
+    x, y = example_rows(split, np.array([4, 1]))
+    assert x.dtype == y.dtype == torch.int64 and x.tolist() == [[4, 4, 4], [1, 1, 1]] and y.tolist()[0] == [-1, 4, -1]
+    with pytest.raises(DataError, match="a batch holds token id 5, past the dataset's vocab_size=5"):
+        example_rows(split, np.array([5]), vocab_size=5)
+    batches = ExampleBatches(split, batch_size=6, grad_accum=1, seed=0, vocab_size=5)
+    with pytest.raises(DataError, match="a batch holds token id 5, past the dataset's vocab_size=5"):
+        batches.get(0, 0)
+    two = ExampleBatches(small_split(8), batch_size=2, grad_accum=2, seed=3)
+    for micro in (0, 1):
+        assert torch.equal(two.get(1, micro)[0], two.get(1, micro, rank=0, world_size=1)[0])
+
+
+def test_each_seed_orders_the_epochs_its_own_way_and_every_epoch_is_whole_however_many():
+    """Five epochs of 6 examples, 4 rows a step (steps cross epochs): every epoch visits each example once,
+    the epochs' orders are not all alike, and another seed gives another order; a 16-hex-digit fingerprint,
+    as the token loader's, names each step's batch."""
+    batches = ExampleBatches(small_split(), batch_size=4, grad_accum=1, seed=1)
+    stream = [int(r) for step in range(8) for r in batches.offsets(step)]  # 32 rows: 5 epochs and 2 rows
+    epochs = [stream[i : i + 6] for i in range(0, 30, 6)]
+    assert all(sorted(e) == list(range(6)) for e in epochs) and len({tuple(e) for e in epochs}) > 1
+    other = ExampleBatches(small_split(), batch_size=4, grad_accum=1, seed=2)
+    assert [int(r) for step in range(8) for r in other.offsets(step)] != stream
+    prints = {batches.fingerprint(step) for step in range(8)}
+    assert len(prints) == 8 and all(re.fullmatch("[0-9a-f]{16}", p) for p in prints)
