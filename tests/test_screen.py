@@ -283,7 +283,8 @@ def tiny_screen(tmp_path):
     (tmp_path / "syn_nlq.py").write_text(ARM + 'query_mode = "residual_gelu"\n')
     (tmp_path / "screen.json").write_text(json.dumps(SCREEN))
     arms = [str(tmp_path / "syn_base.py"), str(tmp_path / "syn_nlq.py")]
-    return [*arms, f"--screen={tmp_path / 'screen.json'}", "--seeds=2,3", "--max_extra_seeds=1", "--progress_every=1"]
+    return [*arms, f"--screen={tmp_path / 'screen.json'}", "--seeds=2,3", "--max_extra_seeds=1", "--progress_every=1",
+            "--continue_to=2"]  # fmt: skip
 
 
 def final_acc_and_loss(run_dir) -> tuple[float, float]:
@@ -718,7 +719,8 @@ def test_a_run_carried_on_is_the_run_of_the_longer_schedule_and_its_own_files_st
                                 num_test=32)  # fmt: skip
     out_root, config = tmp_path / "R", tmp_path / "syn_base.py"
     config.write_text(ARM)
-    args, _ = screen_lib.parser().parse_known_args([str(config), str(config), f"--out_root={out_root}"])
+    command = [str(config), str(config), f"--out_root={out_root}", "--continue_to=2"]
+    args, _ = screen_lib.parser().parse_known_args(command)
     args.jobs = 1
     data = out_root / "data" / "mq"
     screen_lib.prepare(setting, data, out_root)
