@@ -49,11 +49,12 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     )  # fmt: skip
     sweep.add_run_options(p)
     p.set_defaults(jobs=None)  # two side by side on a CPU machine (docs/screening.md); one per GPU or job otherwise
+    # 3: on fuzzy recall 2 of 15 stage-2 runs reached the midpoint only between 2 and 3 times their budget
     p.add_argument(
         "--continue_to", type=int, default=3,
         help="a stage-2 run short of the midpoint at its budget carries on at its min_lr to this many times the "
         "budget, for its tokens to the midpoint (1: never); its budget's results are untouched (docs/screening.md)",
-    )  # fmt: skip  # 3: on fuzzy recall 2 of 15 runs reached the midpoint only between 2 and 3 times their budget
+    )  # fmt: skip
     p.add_argument("--tokens_per_s", type=float, default=TOKENS_PER_SECOND, help="one run's speed, for estimates")
     p.add_argument(
         "--prices", metavar="JSON", help="time each arm's step at a bench.py or gpu_check.py report's ratios"
