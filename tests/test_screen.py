@@ -229,6 +229,26 @@ def test_the_overall_answer_leaves_out_a_setting_that_is_not_informative():
     assert out["arms"]["nlq"]["tokens_to_midpoint"]["mean"] == pytest.approx((150 + 50) / 2)
 
 
+def test_the_overall_answer_reads_the_settings_named_before_the_run_informative_or_not():
+    """--overall names the settings: with both named, the saturated b is read too (it reaches the midpoint at
+    100 tokens for every arm and seed); with b alone named, a is left out though it is informative."""
+    a = hand_made()
+    b = [run(arm, seed, [0.2, 0.6, 0.999, 0.999, 0.999], "tune" if seed == 1 else "report")
+         for arm in ("base", "nlq") for seed in (1, 2, 3)]  # fmt: skip
+    results = {n: screening.setting_report(rs, ["learning_rate"], "base", FLOOR) for n, rs in (("a", a), ("b", b))}
+    both = screening.overall(results, {"a": a, "b": b}, "base", ["b", "a"])
+    assert both["settings"] == ["a", "b"] and both["named"]
+    nlq = both["arms"]["nlq"]
+    assert nlq["accuracy"]["mean"] == pytest.approx(((0.95 + 0.999) / 2 + (0.97 + 0.999) / 2) / 2)
+    # seeds 2 and 3: nlq reaches a's midpoint at 150 and 50 tokens, b's at 100
+    assert nlq["tokens_to_midpoint"]["mean"] == pytest.approx((math.sqrt(150 * 100) + math.sqrt(50 * 100)) / 2)
+    assert both["arms"]["base"]["tokens_to_midpoint"]["mean"] == pytest.approx(
+        (math.sqrt(250 * 100) + math.sqrt(150 * 100)) / 2
+    )
+    alone = screening.overall(results, {"a": a, "b": b}, "base", ["b"])
+    assert alone["settings"] == ["b"] and alone["arms"]["nlq"]["accuracy"]["mean"] == pytest.approx(0.999)
+
+
 def ranked_apart():
     """Two stage-1 points of base on the tune seed that accuracy and loss rank the other way round: lr 1e-3
     ends at accuracy 0.9 with a loss of 2.0, lr 3e-3 at 0.8 with 1.0."""
@@ -353,6 +373,15 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
     p.wait(timeout=HANG_S)
     screen_main([*command, f"--out_root={other}"])
     assert results(json.loads((other / "screen.json").read_text())) == results(report)
+    # The overall read on the settings named (--overall): mq32 alone, its own per-setting means; nothing runs.
+    capsys.readouterr()
+    screen_main([*command, f"--out_root={root}", "--overall=mq32"])
+    named = json.loads((root / "screen.json").read_text())
+    assert "start  " not in capsys.readouterr().out and named["settings"] == report["settings"]
+    assert named["overall"]["settings"] == ["mq32"] and named["overall"]["named"]
+    for arm, entry in named["overall"]["arms"].items():
+        assert entry["accuracy"]["mean"] == pytest.approx(report["settings"]["mq32"]["arms"][arm]["val_acc_mean"])
+    assert "Over the settings named before the run (--overall: mq32):" in (root / "screen.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -375,11 +404,16 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
         (["--tokens_per_s=inf"], "--tokens_per_s=inf: give one run's speed"),
         (["--max_extra_seeds=-1"], "--max_extra_seeds=-1: give 0 (none) or more"),
         (["--continue_to=0"], "--continue_to=0: give a whole multiple of a run's budget, 1 (never) or more"),
+        (["--overall=mq,nope"], "--overall=mq,nope: name settings this screen runs, each once: mq, mq32"),
+        (["--settings=mq", "--overall=mq32"], "--overall=mq32: name settings this screen runs, each once: mq"),
+        (["--overall=mq,mq"], "--overall=mq,mq: name settings"),
+        (["--overall=,"], "--overall=,: name settings"),
     ],
 )
-def test_bad_screen_options_are_one_line_and_start_nothing(tmp_path, options, words):
+@pytest.mark.parametrize("dry_run", [[], ["--dry_run"]])
+def test_bad_screen_options_are_one_line_and_start_nothing(tmp_path, options, words, dry_run):
     root = tmp_path / "R"
-    assert words in error_of([*tiny_screen(tmp_path), f"--out_root={root}", *options], main=screen_main)
+    assert words in error_of([*tiny_screen(tmp_path), f"--out_root={root}", *options, *dry_run], main=screen_main)
     assert not root.exists()
 
 

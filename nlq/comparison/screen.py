@@ -39,6 +39,11 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
         help=f"the task settings: {', '.join(screening.SCREENS)}, or a JSON file of one's own (docs/screening.md)",
     )  # fmt: skip
     p.add_argument("--settings", help="a comma list of the screen's setting names to run (default: all)")
+    p.add_argument(
+        "--overall",
+        help="a comma list of the settings the overall answer reads, named before the run (default: those where "
+        "the baseline is informative; all if none is)",
+    )
     p.add_argument("--grid", action="append", metavar="KEY=V1,V2", help="a grid axis (default: the screen's)")
     p.add_argument("--tune_seeds", default="1", help="stage 1's seeds")
     p.add_argument("--seeds", default="2,3,4", help="stage 2's seeds, disjoint from --tune_seeds")
@@ -84,6 +89,7 @@ def screen(args, extra) -> None:
         raise UserError(f"--tokens_per_s={args.tokens_per_s:g}: give one run's speed, a number above 0")
     settings, rates = chosen_settings(args)
     screening.check_settings(settings)
+    args.overall = overall_settings(args.overall, settings)
     prices = {"file": args.prices, "ratios": cost.read_prices(args.prices)} if args.prices else None
     grid = args.grid or [f"learning_rate={rates}"]
     keys, points = sweep.grid_points(grid, extra)
@@ -290,6 +296,17 @@ def chosen_settings(args) -> tuple[list, str]:
     return [s for s in screen if s.name in names], grid
 
 
+def overall_settings(option: str | None, settings) -> list[str] | None:
+    """--overall's setting names, each one this screen runs; None without it (the informative rule decides)."""
+    if option is None:
+        return None
+    names = [n.strip() for n in option.split(",") if n.strip()]
+    ran = [s.name for s in settings]
+    if not names or any(n not in ran for n in names) or len(set(names)) < len(names):
+        raise UserError(f"--overall={option}: name settings this screen runs, each once: {', '.join(ran)}")
+    return names
+
+
 def setting_runs(setting, data_dir, config, arm, seeds, out_root, extra, point, stage) -> list:
     """One arm's runs of one setting at one grid point: sweep's runs, with the setting's train.py options."""
     return sweep.runs_with(
@@ -420,7 +437,7 @@ def write_report(settings, runs, keys, data, out_root: Path, args, started: floa
         "keys": keys,
         "settings": results,
         "tasks": {s.name: {"task": s.task, "settings": s.settings, "axis": list(s.axis)} for s in settings},
-        "overall": screening.overall(results, by_setting, baseline),
+        "overall": screening.overall(results, by_setting, baseline, args.overall),
         "budget": screening.budget(
             [r for rs in by_setting.values() for r in rs],
             runs,

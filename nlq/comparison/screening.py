@@ -10,8 +10,8 @@ the sensitive measure near a task's transition (a stage-2 run short of it at its
 continuation, nlq/comparison/screen.py's; one that never reaches it counts the tokens it ran, a lower bound,
 and is said so). A setting is informative when the tuned baseline's accuracy lies clearly
 above the floor (a quarter of the way to 100 % or more) and below saturation. Overall: per seed, each arm's
-accuracy averaged over the informative settings and its tokens to the midpoint averaged geometrically over
-them, compared with the baseline's likewise.
+accuracy averaged over the informative settings (or those named before the run) and its tokens to the
+midpoint averaged geometrically over them, compared with the baseline's likewise.
 """
 
 import json
@@ -317,11 +317,15 @@ def wanting_seeds(result: dict, baseline: str) -> list[str]:
     return sorted([*unsure, baseline]) if unsure else []
 
 
-def overall(results: dict, runs_by_setting: dict, baseline: str) -> dict:
-    """Per arm over the informative settings (all of them if none is): per seed its accuracy averaged over
-    the settings and its tokens (FLOPs, seconds) to the midpoint averaged geometrically, against the
-    baseline's, paired by seed; Holm over the arms. An arm enters with the seeds it ran in every setting."""
-    chosen = [n for n, r in results.items() if r["informative"]] or list(results)
+def overall(results: dict, runs_by_setting: dict, baseline: str, named: list | None = None) -> dict:
+    """Per arm over the settings named before the run (named), else over the informative ones (all of them
+    if none is): per seed its accuracy averaged over the settings and its tokens (FLOPs, seconds) to the
+    midpoint averaged geometrically, against the baseline's, paired by seed; Holm over the arms. An arm
+    enters with the seeds it ran in every setting."""
+    if named:
+        chosen = [n for n in results if n in named]
+    else:
+        chosen = [n for n, r in results.items() if r["informative"]] or list(results)
     axes = [a for a in TO_MIDPOINT if all(a in results[n]["cost_axes"] for n in chosen)]
     seeds = {}  # arm -> seed -> {key: [value per setting]}
     for name in chosen:
@@ -336,7 +340,7 @@ def overall(results: dict, runs_by_setting: dict, baseline: str) -> dict:
                 for seed, value in zip(entry[key]["seeds"], entry[key]["values"]):
                     seeds[arm][seed].setdefault(key, []).append(math.log(max(value, 1e-300)))
     whole = {a: {s: v for s, v in d.items() if len(v[ACCURACY.key]) == len(chosen)} for a, d in seeds.items()}
-    out = {"settings": chosen, "cost_axes": axes, "arms": {}}
+    out = {"settings": chosen, "named": bool(named), "cost_axes": axes, "arms": {}}
     mean = {ACCURACY.key: statistics.mean} | {TO_MIDPOINT[a].key: lambda v: math.exp(statistics.mean(v)) for a in axes}
     for key, average in mean.items():
         per = {a: [one(s, average(v[key]), key) for s, v in d.items()] for a, d in whole.items() if d}
@@ -379,13 +383,16 @@ def markdown(report: dict) -> list[str]:
     """The screen's tables: overall, then per setting (tuning.markdown's table, the floor, the tokens to the
     midpoint), then the budget."""
     base = report["baseline"]
+    names = ", ".join(report["overall"]["settings"])
+    named = report["overall"].get("named")  # a report from before --overall has no such key
+    which = f"settings named before the run (--overall: {names})" if named else f"informative settings ({names})"
     lines = [
         "# The synthetic screen: every arm tuned by test accuracy per setting, reported on fresh seeds; baseline "
         f"{base}",
         "",
         "## Overall",
         "",
-        f"Over the informative settings ({', '.join(report['overall']['settings'])}): per seed, accuracy averaged "
+        f"Over the {which}: per seed, accuracy averaged "
         "and the cost of reaching the midpoint (tokens, training FLOPs, seconds) averaged geometrically over them; "
         "improvement over the tuned baseline (accuracy in points, costs relative: positive is sooner), 95 % "
         f"interval, p adjusted over the arms (Holm).{price_note(report)}",
