@@ -289,18 +289,23 @@ def chosen_settings(args) -> tuple[list, str]:
         raise UserError(f"--screen={args.screen}: one of {', '.join(screening.SCREENS)}, or a .json file of settings")
     if not args.settings:
         return screen, grid
-    names = [n.strip() for n in args.settings.split(",") if n.strip()]
+    names = comma_names(args.settings)
     unknown = [n for n in names if n not in {s.name for s in screen}]
     if unknown or not names:
         raise UserError(f"--settings={args.settings}: the screen has {', '.join(s.name for s in screen)}")
     return [s for s in screen if s.name in names], grid
 
 
+def comma_names(option: str) -> list[str]:
+    """The names of a comma list option, blanks dropped."""
+    return [n.strip() for n in option.split(",") if n.strip()]
+
+
 def overall_settings(option: str | None, settings) -> list[str] | None:
     """--overall's setting names, each one this screen runs; None without it (the informative rule decides)."""
     if option is None:
         return None
-    names = [n.strip() for n in option.split(",") if n.strip()]
+    names = comma_names(option)
     ran = [s.name for s in settings]
     if not names or any(n not in ran for n in names) or len(set(names)) < len(names):
         raise UserError(f"--overall={option}: name settings this screen runs, each once: {', '.join(ran)}")
