@@ -164,3 +164,46 @@ def test_a_value_of_the_wrong_type_is_one_line_on_the_command_line(cls, tmp_path
             message = error_of([f"--{f.name}={text}"], main=ENTRY_POINTS[cls])
             assert f"{f.name}=" in message, (f.name, text, message)
     assert list(tmp_path.iterdir()) == []
+
+
+class Parsed(Exception):
+    """Raised where a script would parse its options: carries its parser."""
+
+
+ARGPARSE_SCRIPTS = sorted(  # the scripts with options of their own beside (or instead of) a config dataclass
+    str(p.relative_to(ROOT))
+    for p in [*ROOT.glob("*.py"), *ROOT.glob("data/*/prepare.py")]
+    if p.name != "configurator.py" and re.search(r"^import argparse|^from \S+ import .*\bparser\b", p.read_text(), re.M)
+)
+
+
+def test_the_argparse_scripts_are_found():
+    assert {"sweep.py", "screen.py", "verdict.py", "gpu_check.py", "data/openwebtext/prepare.py"} <= set(
+        ARGPARSE_SCRIPTS
+    )
+
+
+@pytest.mark.parametrize("script", ARGPARSE_SCRIPTS)
+def test_every_float_option_of_every_argparse_script_refuses_values_outside_its_domain(script, monkeypatch):
+    """A script's float option is a domains.Number: nan, inf and each value just outside its domain are argparse's
+    one-line error (exit 2), never a run on a number that means nothing (gpu_check.py --budget_s=nan exited 0)."""
+    import argparse
+
+    from helpers import command
+
+    def caught(self, *args, **kwargs):
+        raise Parsed(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", caught)
+    with pytest.raises(Parsed) as e:
+        command(script)([])
+    parser = e.value.args[0]
+    floats = [a for a in parser._actions if a.type is float or isinstance(a.type, domains.Number)]
+    monkeypatch.undo()
+    for action in floats:
+        assert isinstance(action.type, domains.Number), f"{script} {action.option_strings[0]}: a float without a domain"
+        for value in [*action.type.domain.outside(), "x"]:
+            with pytest.raises(argparse.ArgumentTypeError):  # argparse's one line, exit 2
+                action.type(str(value))
+        if action.default is not None:
+            assert action.type(str(action.default)) == action.default

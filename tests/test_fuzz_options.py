@@ -107,7 +107,7 @@ def test_a_temperature_that_is_not_a_number_is_refused(tmp_path):
         code, line = outcome(
             verdict_main, [f"--data={src}", f"--out={tmp_path / 'V'}", *TINY, f"--temperature={value}"]
         )
-        assert code == 1 and f"--temperature={float(value)}: it must be a finite number >= 0" in line
+        assert code == 2 and f"error: argument --temperature: {value} is invalid: it must be" in line
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -264,7 +264,7 @@ def test_the_gpu_tests_are_skipped_with_the_reason_where_pytest_is_not_installed
     "options, message",
     [
         (["--only=probe,bench"], "bench is no step"),
-        (["--steps=0"], "use --steps >= 1"),
+        (["--steps=0"], "--steps=0: give train.py's steps per loop run, 1 or more"),
         (["--plan_from=missing.json"], "not a gpu_check report"),
     ],
 )
@@ -277,6 +277,26 @@ def test_bad_options_get_one_line(tmp_path, options, message):
     )
     assert done.returncode == 1 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "gpu_check.json").exists()
+
+
+@pytest.mark.parametrize(
+    "option, words",
+    [
+        ("--budget_s=nan", "argument --budget_s: nan is invalid: it must be a finite number"),
+        ("--budget_s=inf", "argument --budget_s: inf is invalid: it must be a finite number"),
+        ("--budget_s=-1", "argument --budget_s: -1 is invalid: it must be >= 0"),
+        ("--limit_s=0", "argument --limit_s: 0 is invalid: it must be > 0"),
+        ("--step_slack_s=nan", "argument --step_slack_s: nan is invalid: it must be a finite number"),
+    ],
+)
+def test_a_time_option_that_is_no_finite_number_in_its_domain_is_refused_before_any_step(tmp_path, option, words):
+    """--budget_s=nan planned nothing, ran nothing and exited 0 with a report of nothing run."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "gpu_check.py"), "--preset=tiny", "--device=cpu", option],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == f"gpu_check.py: error: {words}"
+    assert "plan:" not in done.stdout and not (tmp_path / "gpu_check.json").exists()
 
 
 def test_a_steps_limit_counts_the_time_already_spent(tmp_path):

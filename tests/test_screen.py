@@ -385,6 +385,24 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
 
 
 @pytest.mark.parametrize(
+    "option, words",
+    [
+        ("--tokens_per_s=-5", "argument --tokens_per_s: -5 is invalid: it must be > 0"),
+        ("--tokens_per_s=inf", "argument --tokens_per_s: inf is invalid: it must be a finite number"),
+        ("--gpu_step_ms=nan", "argument --gpu_step_ms: nan is invalid: it must be a finite number"),
+        ("--progress_every=0", "argument --progress_every: 0 is invalid: it must be > 0"),
+    ],
+)
+def test_a_number_option_outside_its_domain_is_argparses_one_line(tmp_path, capsys, option, words):
+    """Refused as the options are read (exit 2), dry run or not: screen.py --progress_every=0 ran before."""
+    for dry_run in ([], ["--dry_run"]):
+        with pytest.raises(SystemExit) as e:
+            screen_main([*tiny_screen(tmp_path), f"--out_root={tmp_path / 'R'}", "--gpus=0", option, *dry_run])
+        assert e.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1] == f"screen.py: error: {words}"
+        assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize(
     "options, words",
     [
         (["--settings=nope"], "the screen has mq, mq32"),
@@ -397,11 +415,7 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
         (["--runs_per_gpu=2"], "--runs_per_gpu places runs on GPUs: give --gpus as well"),
         (["--baseline=nope"], "--baseline=nope: not an arm of this screen; give one of base, nlq"),
         (["--gpus=0", "--runs_per_gpu=0"], "--runs_per_gpu=0: give a number above 0"),
-        (["--gpus=0", "--gpu_step_ms=nan"], "--gpu_step_ms=nan: give a number above 0"),
         (["--dataset=data/x"], "each setting of a screen trains on its own data"),
-        (["--tokens_per_s=-5"], "--tokens_per_s=-5: give one run's speed, a number above 0"),
-        (["--tokens_per_s=0"], "a number above 0"),
-        (["--tokens_per_s=inf"], "--tokens_per_s=inf: give one run's speed"),
         (["--max_extra_seeds=-1"], "--max_extra_seeds=-1: give 0 (none) or more"),
         (["--continue_to=0"], "--continue_to=0: give a whole multiple of a run's budget, 1 (never) or more"),
         (["--overall=mq,nope"], "--overall=mq,nope: name settings this screen runs, each once: mq, mq32"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import HANG_S, sweep_main, train_main, wait_until
+from helpers import HANG_S, error_of, screen_main, sweep_main, train_main, verdict_main, wait_until
 
 from nlq.comparison import placement
 from nlq.comparison import sweep as sweep_lib
@@ -276,7 +276,7 @@ def test_a_runs_logs_are_the_same_whether_it_shares_its_gpu_or_not(char_data, tm
     logs = {}
     for per in (1, 2):
         root = tmp_path / f"per{per}"
-        sweep_main([base, nlq, "--seeds=1,2", f"--out_root={root}", "--gpus=0", f"--runs_per_gpu={per}",
+        sweep_main([base, nlq, "--seeds=1,2", f"--out_root={root}", "--gpus=0", f"--runs_per_gpu={per}", "--device=cpu",
                     "--threads=1", "--png="])  # fmt: skip
         clock = ("ms", "tok_s", "mfu", "eta_s", "time", "elapsed_s")
         logs[per] = {
@@ -284,3 +284,63 @@ def test_a_runs_logs_are_the_same_whether_it_shares_its_gpu_or_not(char_data, tm
             for d in sorted(root.glob("*-s*"))
         }
     assert len(logs[1]) == 4 and logs[1] == logs[2]
+
+
+def placement_commands(tmp_path, char_data):
+    """(main, argv) of each script that takes --gpus: sweep.py, screen.py, verdict.py, each otherwise valid."""
+    from test_screen import tiny_screen
+    from test_verdict import TINY, folder
+
+    base, nlq, _ = write_arms(tmp_path, char_data)
+    return {
+        "sweep": (sweep_main, [base, nlq, "--seeds=1", f"--out_root={tmp_path / 'R'}"]),
+        "screen": (screen_main, [*tiny_screen(tmp_path), f"--out_root={tmp_path / 'R'}"]),
+        "verdict": (verdict_main, [f"--data={folder(tmp_path / 'docs', n=40)}", f"--out={tmp_path / 'R'}", *TINY]),
+    }
+
+
+@pytest.mark.parametrize("script", ["sweep", "screen", "verdict"])
+@pytest.mark.parametrize(
+    "gpus, words",
+    [
+        ("a,b", "--gpus=a,b: 'a' is not a GPU; give a comma list of indices or UUIDs"),
+        ("0,x1", "'x1' is not a GPU"),
+        ("0,", "'' is not a GPU"),
+        ("", "'' is not a GPU"),
+        ("-1", "'-1' is not a GPU"),
+        ("0,1,0", "--gpus=0,1,0: GPU 0 is named twice; name each GPU once"),
+    ],
+)
+def test_gpus_that_name_no_gpu_or_one_gpu_twice_are_refused_dry_run_too(tmp_path, char_data, script, gpus, words):
+    main, argv = placement_commands(tmp_path, char_data)[script]
+    for dry_run in ([], ["--dry_run"]):
+        assert words in error_of([*argv, f"--gpus={gpus}", *dry_run], main=main)
+        assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("script", ["sweep", "screen", "verdict"])
+def test_gpus_on_a_machine_without_them_are_refused_unless_the_runs_are_asked_for_the_cpu(
+    tmp_path, char_data, script, monkeypatch
+):
+    """No CUDA GPU: a real run is refused in one line (it would train on the CPU under GPU 0's name); a dry run
+    plans, and --device=cpu rehearses the placement on the CPU. With two GPUs, GPU 2 is not one of them."""
+    import torch
+
+    main, argv = placement_commands(tmp_path, char_data)[script]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert "--gpus=0: this machine has no CUDA GPU" in error_of([*argv, "--gpus=0"], main=main)
+    assert not (tmp_path / "R").exists()
+    placement.check(SimpleNamespace(gpus="0", runs_per_gpu=None, gpu_step_ms=10.0, dry_run=True))
+    placement.check(SimpleNamespace(gpus="0", runs_per_gpu=None, gpu_step_ms=10.0, dry_run=False), ["--device=cpu"])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert "--gpus=1,2: GPU 2 is not here; this machine's are 0 to 1" in error_of([*argv, "--gpus=1,2"], main=main)
+    placement.check(SimpleNamespace(gpus="1,0", runs_per_gpu=None, gpu_step_ms=10.0, dry_run=False))
+    placement.check(SimpleNamespace(gpus="GPU-8f2a-11", runs_per_gpu=None, gpu_step_ms=10.0, dry_run=False))
+
+
+def test_a_gpu_named_twice_never_doubles_the_slots(monkeypatch):
+    """The plan's slots come from the GPUs named, each once: --gpus=0,0 is refused before it can halve a plan."""
+    monkeypatch.setattr(placement.os, "cpu_count", lambda: 8)
+    with pytest.raises(placement.UserError, match="named twice"):
+        placement.slots(SimpleNamespace(gpus="0,0", runs_per_gpu=2, threads=None, jobs=1), [])

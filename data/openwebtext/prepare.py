@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from nlq.common import hub
+from nlq.common.domains import Number
 from nlq.common.errors import cli_main
 from nlq.data import documents
 from nlq.data.dataset import DataError, refuse_overwrite, write_dataset
@@ -146,8 +147,8 @@ def run(argv):
     p.add_argument("--text_field", default="text")
     p.add_argument("--out_dir", default=str(HERE))
     p.add_argument("--num_proc", type=int, default=max(1, (os.cpu_count() or 2) // 2))
-    p.add_argument("--val_size", type=float, default=0.0005)
-    p.add_argument("--test_size", type=float, help="a folder of documents: the share held out as test.bin")
+    p.add_argument("--val_size", type=Number(), default=0.0005)
+    p.add_argument("--test_size", type=Number(), help="a folder of documents: the share held out as test.bin")
     p.add_argument(
         "--tokenizer", default="gpt2", choices=documents.TOKENIZERS,
         help="a folder of documents: GPT-2 BPE, or one id per character (small models on a CPU)",

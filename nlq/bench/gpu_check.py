@@ -24,6 +24,7 @@ from configurator import parse
 from model import GPT, QUERY_MODES, GPTConfig
 from nlq.bench import cost, step_cost
 from nlq.common.atomic import atomic_write_json
+from nlq.common.domains import At, Number
 from nlq.common.errors import UserError
 from nlq.common.repo import ROOT
 from nlq.data.dataset import write_dataset
@@ -491,10 +492,14 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
         f"measured on 2026-12-04: {','.join(MEASURED)})",
     )  # fmt: skip
     p.add_argument("--compile", default="auto", choices=("auto", "True", "False"), help="auto: on CUDA if it works")
-    p.add_argument("--budget_s", type=float, default=360, help="a step whose estimate ends past this is skipped")
-    p.add_argument("--limit_s", type=float, default=540, help="a step still running at this many seconds is stopped")
     p.add_argument(
-        "--step_slack_s", type=float,
+        "--budget_s", type=Number(At(lo=0)), default=360, help="a step whose estimate ends past this is skipped"
+    )
+    p.add_argument(
+        "--limit_s", type=Number(At(above=0)), default=540, help="a step still running at this many seconds is stopped"
+    )
+    p.add_argument(
+        "--step_slack_s", type=Number(At(lo=0)),
         help="a step is stopped at three times its estimate plus this (default: 30 s for gpt2, 300 s for tiny)",
     )  # fmt: skip
     p.add_argument("--plan_from", default=None, help="an earlier report: plan with the seconds it measured")
@@ -553,11 +558,8 @@ def check_options(args) -> None:
     unknown = set(args.only.split(",")) - set(STEP_FUNCTIONS)
     if unknown:
         raise UserError(f"--only={args.only}: {', '.join(sorted(unknown))} is no step; use {','.join(STEP_FUNCTIONS)}")
-    if args.steps < 1 or args.budget_s < 0 or args.limit_s <= 0:
-        raise UserError(
-            f"--steps={args.steps} --budget_s={args.budget_s:g} --limit_s={args.limit_s:g}: "
-            "use --steps >= 1, --budget_s >= 0 and --limit_s > 0"
-        )
+    if args.steps < 1:
+        raise UserError(f"--steps={args.steps}: give train.py's steps per loop run, 1 or more")
     args.only = args.only.split(",")
 
 

@@ -8,6 +8,7 @@ also names values just outside it (outside()), from which the tests try every fi
 domain: their type is their domain. Constraints between fields stay in the class's __post_init__.
 """
 
+import argparse
 import dataclasses
 import math
 import operator
@@ -173,3 +174,22 @@ def check(config) -> None:
             problem = "must hold items of the field's type"
         if problem:
             raise ValueError(f"{f.name}={value!r} is invalid: it {problem}")
+
+
+class Number:
+    """A script's float option, as an argparse type: a number inside its domain (a finite one at least, as a
+    config field's), else argparse's one-line error saying what it must be, before the script does anything."""
+
+    def __init__(self, domain: At | None = None):
+        self.domain = domain or At()
+        self.__name__ = "number"  # argparse names the type by it
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        problem = self.domain.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{text} is invalid: it {problem}")
+        return value

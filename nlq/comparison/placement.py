@@ -10,6 +10,7 @@ kernels are not all deterministic run to run, shared or not: see docs/screening.
 """
 
 import os
+import re
 import subprocess
 
 from configurator import parse
@@ -24,6 +25,7 @@ CONTEXT_BYTES = GiB  # a CUDA context and the caching allocator's slack per proc
 # What nlq/run/memory.estimate reads of a run's config besides its model
 MEMORY_FIELDS = ("batch_size", "gradient_accumulation_steps", "dtype", "param_dtype", "freeze_pretrained",
                  "activation_checkpointing", "checkpoint_every", "reshard_micro_steps")  # fmt: skip
+GPU_ID = re.compile(r"\d+|(GPU|MIG)-[0-9A-Za-z-]+")  # an index, or a UUID as nvidia-smi -L prints it
 START_S = 8.0  # seconds a run takes to start on a GPU (Python, torch, CUDA), for the plan: assumed
 
 
@@ -74,7 +76,7 @@ def slots(args, runs) -> tuple[list, int | None, str]:
     if not args.gpus:
         threads = args.threads or (max(1, cores // args.jobs) if args.jobs > 1 else None)
         return [None] * args.jobs, threads, f"{args.jobs} at a time on the CPUs"
-    gpus = args.gpus.split(",")
+    gpus = gpu_list(args.gpus)
     if args.runs_per_gpu:
         per, why = args.runs_per_gpu, "--runs_per_gpu"
     else:
@@ -101,11 +103,50 @@ def gpu_plan(steps: list[int], at_most: list[int], placed: list, step_ms: float)
     )
 
 
-def check(args) -> None:
-    """The placement options agree, before anything is planned."""
+def gpu_list(text: str) -> list[str]:
+    """--gpus as the GPUs it names, each once: CUDA_VISIBLE_DEVICES's forms, an index (0 up) or a UUID."""
+    gpus = text.split(",")
+    for g in gpus:
+        if not GPU_ID.fullmatch(g):
+            raise UserError(
+                f"--gpus={text}: {g!r} is not a GPU; give a comma list of indices or UUIDs as nvidia-smi -L lists "
+                "them (e.g. --gpus=0,1)"
+            )
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        raise UserError(
+            f"--gpus={text}: GPU {twice[0]} is named twice; name each GPU once (--runs_per_gpu sets runs on one)"
+        )
+    return gpus
+
+
+def check_present(gpus: list[str], extra) -> None:
+    """A run told to train on GPUs the machine lacks would train on its CPU under a GPU's name: refused, unless
+    the runs are asked for the CPU (--device=cpu: a rehearsal of the GPU placement)."""
+    if "--device=cpu" in extra:
+        return
+    import torch
+
+    count = torch.cuda.device_count()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if count == 0:
+        raise UserError(
+            f"--gpus={','.join(gpus)}: this machine has no CUDA GPU (torch sees none), so the runs would train on "
+            "the CPU: drop --gpus (--jobs runs side by side on the CPUs), add --dry_run to plan, or --device=cpu to "
+            "rehearse"
+        )
+    missing = [g for g in gpus if g.isdigit() and int(g) >= count]
+    if visible is None and missing:
+        raise UserError(f"--gpus={','.join(gpus)}: GPU {missing[0]} is not here; this machine's are 0 to {count - 1}")
+
+
+def check(args, extra=()) -> None:
+    """The placement options agree, before anything is planned; for a real run, the GPUs named exist."""
     if args.runs_per_gpu is not None and not args.gpus:
         raise UserError("--runs_per_gpu places runs on GPUs: give --gpus as well (e.g. --gpus=0)")
-    for option in ("runs_per_gpu", "gpu_step_ms"):
-        value = getattr(args, option)
-        if value is not None and not 0 < value < float("inf"):
-            raise UserError(f"--{option}={value}: give a number above 0")
+    if args.runs_per_gpu is not None and args.runs_per_gpu < 1:
+        raise UserError(f"--runs_per_gpu={args.runs_per_gpu}: give a number above 0")
+    if args.gpus is not None:
+        gpus = gpu_list(args.gpus)
+        if not args.dry_run:
+            check_present(gpus, extra)

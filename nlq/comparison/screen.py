@@ -12,6 +12,7 @@ from pathlib import Path
 from configurator import parse
 from model import GPTConfig
 from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
+from nlq.common.domains import At, Number
 from nlq.common.errors import UserError
 from nlq.common.figures import check_figure_path
 from nlq.comparison import cost, placement, screening, sweep
@@ -60,7 +61,9 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
         help="a stage-2 run short of the midpoint at its budget carries on at its min_lr to this many times the "
         "budget, for its tokens to the midpoint (1: never); its budget's results are untouched (docs/screening.md)",
     )  # fmt: skip
-    p.add_argument("--tokens_per_s", type=float, default=TOKENS_PER_SECOND, help="one run's speed, for estimates")
+    p.add_argument(
+        "--tokens_per_s", type=Number(At(above=0)), default=TOKENS_PER_SECOND, help="one run's speed, for estimates"
+    )
     p.add_argument(
         "--prices", metavar="JSON", help="time each arm's step at a bench.py or gpu_check.py report's ratios"
     )
@@ -82,11 +85,9 @@ def screen(args, extra) -> None:
         args.jobs = 2 if args.executor == "local" and not args.gpus else 1
     if any(not x.startswith("--") or "=" not in x for x in extra):
         raise UserError(f"{next(x for x in extra if not x.startswith('--') or '=' not in x)}: give --key=value")
-    sweep.check_executor(args)
+    sweep.check_executor(args, extra)
     if any(x.startswith("--dataset=") for x in extra):
         raise UserError("--dataset: each setting of a screen trains on its own data; leave --dataset out")
-    if not 0 < args.tokens_per_s < float("inf"):
-        raise UserError(f"--tokens_per_s={args.tokens_per_s:g}: give one run's speed, a number above 0")
     settings, rates = chosen_settings(args)
     screening.check_settings(settings)
     args.overall = overall_settings(args.overall, settings)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from configurator import parse
 from model import GPTConfig
+from nlq.common.domains import At, Number
 from nlq.common.errors import UserError
 from nlq.common.eta import format_eta
 from nlq.common.repo import ROOT
@@ -379,7 +380,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="with --gpus: runs at a time on each GPU (default: what its free memory and the cores allow)",
     )  # fmt: skip
     p.add_argument(
-        "--gpu_step_ms", type=float, default=10.0, help="with --gpus and --dry_run: a step's time for the GPU plan"
+        "--gpu_step_ms",
+        type=Number(At(above=0)),
+        default=10.0,
+        help="with --gpus and --dry_run: a step's time for the GPU plan",
     )
     p.add_argument("--jobs", type=int, default=1, help="without --gpus: runs side by side on this machine's CPUs")
     p.add_argument("--threads", type=int, help="each run's CPU threads (default: the CPUs / the runs at a time)")
@@ -393,7 +397,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slurm_time", type=int, default=4320, help="a job's time limit in minutes (default 3 days)")
     p.add_argument("--slurm_parallelism", type=int, help="with --executor=slurm: at most this many jobs at once")
     p.add_argument("--dry_run", action="store_true", help="list each run and what it would do; run nothing")
-    p.add_argument("--progress_every", type=float, default=60, help="seconds between progress lines")
+    p.add_argument("--progress_every", type=Number(At(above=0)), default=60, help="seconds between progress lines")
 
 
 def sweep(args, extra) -> None:
@@ -402,13 +406,11 @@ def sweep(args, extra) -> None:
     unknown = [x for x in extra if not x.startswith("--") or "=" not in x]
     if unknown:
         raise UserError(f"{unknown[0]}: sweep passes only --key=value options on to train.py")
-    if not args.progress_every > 0:
-        raise UserError(f"--progress_every={args.progress_every}: give a number of seconds > 0")
     if args.tune_iters is not None and args.tune_iters < 1:
         raise UserError(f"--tune_iters={args.tune_iters}: give stage 1's number of steps, at least 1")
     check_outputs(args)
     args.price_list = cost.read_prices(args.prices) if args.prices else None
-    check_executor(args)
+    check_executor(args, extra)
     check_metric(args, extra)
     seeds = seed_list("--seeds", args.seeds)
     if args.grid or args.tune_seeds or args.tune_iters or args.json:
@@ -462,8 +464,8 @@ def check_outputs(args) -> None:
         check(option, path)
 
 
-def check_executor(args) -> None:
-    """The executor's options agree with it, before anything is planned."""
+def check_executor(args, extra=()) -> None:
+    """The executor's options agree with it, before anything is planned (extra: the runs' own options)."""
     slurm = [o for o in ("slurm_partition", "slurm_parallelism") if getattr(args, o) is not None]
     if args.executor != "slurm" and slurm:
         raise UserError(f"--{slurm[0]} is an option of --executor=slurm, not --executor={args.executor}")
@@ -472,7 +474,7 @@ def check_executor(args) -> None:
         raise UserError(f"{option} places runs started here: with --executor={args.executor} the scheduler places jobs")
     if args.gpus and args.jobs != 1:
         raise UserError("--jobs is for runs side by side on CPUs: with --gpus, --runs_per_gpu sets runs at a time")
-    placement.check(args)
+    placement.check(args, extra)
     for option in ("jobs", "threads"):
         value = getattr(args, option)
         if value is not None and value < 1:

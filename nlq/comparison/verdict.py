@@ -3,7 +3,6 @@ side by side, the blind review page and its tally."""
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import torch
 
 from model import QUERY_MODES
 from nlq.common.atomic import atomic_write_json, atomic_write_text
+from nlq.common.domains import At, Number
 from nlq.common.errors import UserError
 from nlq.common.repo import ROOT
 from nlq.comparison import sweep, tuning
@@ -47,12 +47,14 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--tune_seeds", default="1", help="with --tune: stage 1's seeds")
     p.add_argument("--seeds", help="the seeds reported (default 1,2,3; with --tune 2,3,4)")
     p.add_argument("--tokenizer", default="gpt2", choices=documents.TOKENIZERS, help="GPT-2 BPE, or characters")
-    p.add_argument("--val_size", type=float, default=0.1, help="the share of documents held out for validation")
-    p.add_argument("--test_size", type=float, default=0.1, help="the share held out for the review")
+    p.add_argument("--val_size", type=Number(), default=0.1, help="the share of documents held out for validation")
+    p.add_argument("--test_size", type=Number(), default=0.1, help="the share held out for the review")
     p.add_argument("--review_items", type=int, default=20, help="test documents the review continues")
     p.add_argument("--prompt_tokens", type=int, default=64, help="the opening of a document shown as its prompt")
     p.add_argument("--new_tokens", type=int, default=64, help="tokens each arm writes (the true continuation alike)")
-    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature, the same for every arm")
+    p.add_argument(
+        "--temperature", type=Number(At(lo=0)), default=0.8, help="sampling temperature, the same for every arm"
+    )
     p.add_argument("--top_k", type=int, default=200, help="sampling's top k, the same for every arm")
     p.add_argument("--latency_repeats", type=int, default=5, help="interleaved rounds of the latency measurement")
     p.add_argument("--tally", metavar="CHOICES.json", help="the answers the review page exported: unblind them")
@@ -78,7 +80,7 @@ def verdict(args, extra) -> None:
         raise VerdictError(f"{bad[0]}: verdict passes only --key=value options on to train.py")
     check(args)
     arms = arm_list(args.arms, args.config)
-    sweep.check_executor(args)
+    sweep.check_executor(args, extra)
     request = {
         "data": str(Path(args.data).resolve()), "arms": [a for a, _, _ in arms], "config": args.config,
         "tune": args.tune, "grid": args.grid, "seeds": args.seeds, "tune_seeds": args.tune_seeds,
@@ -115,8 +117,6 @@ def check(args) -> None:
     for name in ("review_items", "prompt_tokens", "new_tokens", "latency_repeats"):
         if getattr(args, name) < 1:
             raise VerdictError(f"--{name}={getattr(args, name)}: give a number >= 1")
-    if not math.isfinite(args.temperature) or args.temperature < 0:
-        raise VerdictError(f"--temperature={args.temperature}: it must be a finite number >= 0 (0: greedy)")
     if args.top_k < 1:
         raise VerdictError(f"--top_k={args.top_k}: give a number >= 1")
     if (args.grid or args.tune_seeds != "1") and not args.tune:
