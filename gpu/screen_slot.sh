@@ -18,6 +18,16 @@ PY=${PY:-python3}
 START=$SECONDS
 left() { echo $(( ${BUDGET:-560} - (SECONDS - START) )); }
 
+if [ "${TINY:-0}" != 1 ]; then  # GPT-2-sized checks on a CPU would spend the slot on nothing: stop at once
+  if ! command -v nvidia-smi >/dev/null; then why="nvidia-smi is not installed"
+  elif ! nvidia-smi -L >/dev/null 2>&1; then why="nvidia-smi -L lists no GPU"
+  elif ! $PY -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then why="torch sees no CUDA GPU"
+  else why=""; fi
+  if [ -n "$why" ]; then
+    echo "screen_slot.sh: no GPU here ($why): run it on the lent GPU machine, or TINY=1 to rehearse it on a CPU" >&2
+    exit 1
+  fi
+fi
 { nvidia-smi; $PY -c "import torch,sys;print(sys.version);print(torch.__version__, torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name())"; nproc; } > "$OUT/machine.txt" 2>&1
 
 if [ "${TINY:-0}" = 1 ]; then  # the rehearsal: a tiny preset and a two-setting screen of a few steps, on the CPU

@@ -254,3 +254,34 @@ def test_a_run_without_the_step_or_the_budget_is_named_not_a_traceback():
     with pytest.raises(cost.CostError, match="late has no evaluations around 200 to read between"):
         cost.at_equal_cost([a, late], 2, {"a": 1.0, "late": 2.0}, ["val_loss"])
     assert cost.value_at([(100, 3.0), (100, 2.0), (200, 1.0)], 100) == 3.0
+
+
+def timed(name, arm, seed, start, ms, **config):
+    """A run whose two logged steps took ms each, its clock starting at start (seconds)."""
+    r = run(name, arm, seed, [(0, 4.0), (200, 3.0 - 0.01 * seed)], ms=[ms, ms], **config)
+    for s, rec in r.steps.items():
+        rec["time"] = start + (s + 1) * ms / 1e3
+    return r
+
+
+def test_the_equal_time_tables_are_headed_by_what_their_numbers_are_and_say_when_times_were_not_side_by_side():
+    """--prices: the measured table said '(priced by --prices ...)' and the priced one followed unheaded. Now the
+    measured table says it is measured, the priced one that it is priced; and runs of nlq that trained hours after
+    the baseline's (steps 1.6x slower only because the machine was busier then) are said not side by side."""
+    base = [timed(f"b{s}", "baseline", s, 0.0, 10) for s in (1, 2)]
+    later = [timed(f"n{s}", "nlq", s, 3600.0, 16, query_mode="residual_gelu") for s in (1, 2)]
+    lines = compare.table(base + later, "baseline", 2, prices={"linear": 1.0, "residual_gelu": 1.1})
+    measured = next(i for i, line in enumerate(lines) if line.startswith("At equal training time"))
+    priced = next(i for i, line in enumerate(lines) if line.startswith("At equal time at the prices' step ratios"))
+    assert "(each run's step times as it logged them)" in lines[measured] and "--prices" not in lines[measured]
+    assert "(priced by --prices: each arm's step at its ratio to linear's)" in lines[priced]
+    assert lines[measured + 1].startswith("Not timed side by side: no run of nlq trained while one of baseline did")
+    assert "--prices=FILE" in lines[measured + 1]
+    together = [timed(f"n{s}", "nlq", s, 0.005, 16, query_mode="residual_gelu") for s in (1, 2)]
+    lines = compare.table(base + together, "baseline", 2)
+    at = next(i for i, line in enumerate(lines) if line.startswith("At equal training time"))
+    assert lines[at + 1] == "Every arm trained while baseline did (timed side by side, under the same load)"
+    unclocked = [run(f"n{s}", "nlq", s, [(0, 4.0), (200, 2.9)], ms=[16, 16]) for s in (1, 2)]
+    lines = compare.table(base + unclocked, "baseline", 2)
+    at = next(i for i, line in enumerate(lines) if line.startswith("At equal training time"))
+    assert lines[at + 1].startswith("Whether the arms' steps were timed side by side cannot be told (some log keeps")

@@ -311,6 +311,28 @@ def test_a_steps_limit_counts_the_time_already_spent(tmp_path):
     assert record["status"] == "ok" and record["limit_s"] == 10
 
 
+def test_the_slots_script_on_a_machine_without_a_gpu_stops_at_once_and_says_why(tmp_path):
+    """Without TINY=1 and without a GPU it stopped on nothing: gpu_check's GPT-2 steps started on the CPU after
+    'nvidia-smi: command not found'. A fake nvidia-smi that lists a GPU gets past it to torch, which sees none."""
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "SCREEN_ROOT": str(tmp_path / "root"), "PY": sys.executable}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
+    env.pop("TINY", None)
+    for why in ("nvidia-smi is not installed", "torch sees no CUDA GPU"):
+        done = subprocess.run(["bash", str(ROOT / "gpu" / "screen_slot.sh")], env={**env, "CUDA_VISIBLE_DEVICES": ""},
+                              capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
+        assert done.returncode == 1 and done.stdout == "", done.stdout[-500:]
+        assert (
+            done.stderr == f"screen_slot.sh: no GPU here ({why}): run it on the lent GPU machine, or TINY=1 to "
+            "rehearse it on a CPU\n"
+        )
+        assert not list((tmp_path / "out").iterdir()) and not (tmp_path / "root").exists()
+        fake = tmp_path / "bin"
+        fake.mkdir(exist_ok=True)
+        (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: a fake (UUID: GPU-0)'\n")
+        (fake / "nvidia-smi").chmod(0o755)
+        env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
+
+
 @pytest.mark.slow
 def test_the_slots_screen_script_rehearsed_on_a_cpu_writes_its_plan_report_and_runs_under_out(tmp_path):
     """gpu/screen_slot.sh as a lent slot runs it (its screen part), on a CPU with TINY=1: the dry run's GPU

@@ -214,7 +214,9 @@ def test_sharded_checkpoint_and_parallelism_errors(char_data, tmp_path):
     pointer.write_text("{")  # a damaged pointer hides no step: the steps themselves are found
     assert checkpoint.latest(tmp_path / "run").name == checkpoint.CHECKPOINT
     assert checkpoint.latest(tmp_path / "run", sharded=True).name == "step_000004"
-    assert "holds no sharded checkpoint" in error_of([f"--out_dir={tmp_path / 'nothing'}"], main=export_main)
+    assert "nothing holds no checkpoint (ckpt.pt or ckpt-sharded/latest.json): check" in error_of(
+        [f"--out_dir={tmp_path / 'nothing'}"], main=export_main
+    )
 
 
 # ---- the memory estimate ----------------------------------------------------------------------------

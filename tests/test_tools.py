@@ -1,6 +1,7 @@
 import contextlib
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from helpers import (
     bench_main,
     compare_main,
     error_of,
+    export_main,
     sample_main,
     sweep_main,
     train_main,
@@ -27,6 +29,7 @@ from nlq.comparison.compare import (
     Run,
     figure,
     improvement_curves,
+    read_runs,
     resolve_baseline,
     table,
     versus_baseline,
@@ -192,6 +195,16 @@ def test_sample_prompt_from_file_and_bad_input(run_dir, tmp_path, monkeypatch):
         with pytest.raises(SystemExit) as e:
             sample_main(args)
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+
+
+def test_export_of_a_run_whose_checkpoint_is_one_file_already_says_so(run_dir):
+    """export.py's pt format gathers a sharded checkpoint into one file: on a run of one process, whose ckpt.pt is
+    that file already, it said 'holds no sharded checkpoint: check --out_dir', as if the run were the wrong one."""
+    before = {p.name: p.stat().st_mtime_ns for p in Path(run_dir).iterdir()}
+    message = error_of([f"--out_dir={run_dir}"], main=export_main)
+    assert f"holds its checkpoint as the one file {Path(run_dir) / 'ckpt.pt'} already" in message
+    assert "--format=hf --dest=DIR" in message and "check --out_dir" not in message
+    assert {p.name: p.stat().st_mtime_ns for p in Path(run_dir).iterdir()} == before
 
 
 def test_sample_refuses_more_samples_than_memory_holds_before_decoding(run_dir, monkeypatch):
@@ -531,6 +544,33 @@ def test_compare_bad_input(tmp_path):
         with pytest.raises(SystemExit) as e:
             compare_main(args)
         assert str(e.value.code).startswith("error: ") and message in str(e.value.code)
+
+
+def test_a_run_is_never_counted_twice_however_it_is_named_or_copied(tmp_path, monkeypatch):
+    """One run named by a relative and an absolute path, through a symlink, or copied to another folder (the same
+    config, seed and losses; config.json keeps the out_dir it was made in, or not) is one run: refused in one
+    line, where it would otherwise make its arm '2 runs' of one seed. Another seed of the same arm is a run."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    fake_run(tmp_path, "base", "baseline", 1, {0: 4.0}, ["a"])
+    fake_run(tmp_path, "base2", "baseline", 2, {0: 4.1}, ["b"])
+    (tmp_path / "link").symlink_to(tmp_path / "base")
+    shutil.copytree(tmp_path / "base", tmp_path / "copy")
+    for names, twice in [
+        (["base", str(tmp_path / "base")], f"{tmp_path / 'base'} is named twice"),
+        (["base", "link"], "link is named twice"),
+        (["./base", "../" + tmp_path.name + "/base"], "is named twice"),
+    ]:
+        with pytest.raises(CompareError, match=re.escape(twice)):
+            read_runs(names)
+    with pytest.raises(CompareError, match="base and copy are one run: the same config .arm baseline, seed 1. apart"):
+        read_runs(["base", "copy"])
+    config = json.loads((tmp_path / "copy" / "config.json").read_text())
+    (tmp_path / "copy" / "config.json").write_text(json.dumps({**config, "out_dir": "copy"}))
+    with pytest.raises(CompareError, match="are one run"):
+        read_runs(["base", "copy"])
+    assert [r.seed for r in read_runs(["base", "base2"])] == [1, 2]
 
 
 def test_compare_reads_runs_from_wandb(monkeypatch, capsys):

@@ -316,13 +316,15 @@ def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: di
             lines += ["", f"Not at {title}: {e}"]
             continue
         stand_ins = [Run(r.name, r.config, [{"step": step, **read[r.name]}]) for r in runs]
-        priced = (
-            " (priced by --prices: each arm's step at its ratio to linear's)" if axis == "seconds" and prices else ""
-        )
+        how = {
+            "seconds": " (each run's step times as it logged them)",
+            "priced": " (priced by --prices: each arm's step at its ratio to linear's)",
+        }.get(axis, "")
         lines += [
             "",
-            f"At {title}: each run read where it had spent {budget:.3g} {unit}{priced}, the least any run had spent "
+            f"At {title}: each run read where it had spent {budget:.3g} {unit}{how}, the least any run had spent "
             f"by step {step}; linear between evaluations (tokens seen: where each was read)",
+            *([load_note(runs, baseline)] if axis == "seconds" else []),
             "",
             *rows(stand_ins, baseline, step, metric, order),
         ]
@@ -330,6 +332,20 @@ def equal_cost_tables(runs, baseline: str, step: int, metric: Metric, prices: di
     if missing:
         lines += ["", f"Not at {' or '.join(missing)}: some run lacks it (no step times logged, or no model config)"]
     return lines
+
+
+def load_note(runs, baseline: str) -> str:
+    """Whether the measured times compare like with like: runs timed at different hours met different loads."""
+    apart = cost.not_side_by_side(runs, baseline)
+    fair = "a fair time is the prices' (bench.py times the arms side by side; pass its report as --prices=FILE)"
+    if apart is None:
+        return f"Whether the arms' steps were timed side by side cannot be told (some log keeps no clock): {fair}"
+    if apart:
+        return (
+            f"Not timed side by side: no run of {', '.join(apart)} trained while one of {baseline} did, so the "
+            f"machine's load then may differ and these times may differ for it alone; {fair}"
+        )
+    return f"Every arm trained while {baseline} did (timed side by side, under the same load)"
 
 
 def check_metric(runs, metric: Metric) -> None:
@@ -480,7 +496,26 @@ def read_runs(patterns=(), wandb_path=None, group=None, references=()) -> list:
         if named and not paths:
             raise CompareError(f"{named[0]} is a file, not a run: name train.py out_dirs (config.json, metrics.jsonl)")
         runs = [Run.from_dir(path) for path in paths]
-    return runs + [Run.from_official(spec) for spec in references]
+    runs += [Run.from_official(spec) for spec in references]
+    check_distinct(runs)
+    return runs
+
+
+WHERE = ("out_dir",)  # config fields that say where a run was written, not what it computed
+
+
+def check_distinct(runs) -> None:
+    """No run is counted twice: two runs whose configs agree in everything but WHERE (a run copied to another
+    folder, or the same seed trained again) are one sample of their arm, and would narrow its interval."""
+    seen = {}
+    for r in runs:
+        key = json.dumps({k: v for k, v in r.config.items() if k not in WHERE}, sort_keys=True, default=str)
+        if key in seen:
+            raise CompareError(
+                f"{seen[key]} and {r.name} are one run: the same config (arm {r.arm}, seed {r.seed}) apart from "
+                "out_dir, a copy or the same seed trained again; name one of them"
+            )
+        seen[key] = r.name
 
 
 def at_end(runs, step=None) -> list:

@@ -104,6 +104,28 @@ def measured_seconds_per_token(run) -> float | None:
     return statistics.median(rates) if rates else None
 
 
+def span(run) -> tuple[float, float] | None:
+    """(start, end) wall-clock time of a run's logged steps, each from its end back by its own time; None for a
+    log that keeps no clock."""
+    ends = [(r["time"], r.get("ms") or 0) for r in run.steps.values() if isinstance(r.get("time"), (int, float))]
+    return (min(t - ms / 1e3 for t, ms in ends), max(t for t, _ in ends)) if ends else None
+
+
+def not_side_by_side(runs, baseline: str) -> list[str] | None:
+    """The arms none of whose runs was training while one of the baseline's was: their step times were taken
+    under whatever else loaded the machine at another time (None: some run logged no clock, so none can tell)."""
+    spans = {r.name: span(r) for r in runs}
+    if any(s is None for s in spans.values()):
+        return None
+    base = [spans[r.name] for r in runs if r.arm == baseline]
+    overlaps = {r.arm: False for r in runs if r.arm != baseline}
+    for r in runs:
+        if r.arm != baseline:
+            start, end = spans[r.name]
+            overlaps[r.arm] |= any(start <= b_end and b_start <= end for b_start, b_end in base)
+    return [arm for arm, side_by_side in overlaps.items() if not side_by_side]
+
+
 def per_token(runs, baseline: str, prices: dict | None = None) -> dict:
     """{axis: {run name: its cost per token}} for every axis every run has: FLOPs; seconds as measured; with
     prices, the run's arm's price over the baseline arm's."""

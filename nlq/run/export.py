@@ -15,9 +15,15 @@ from nlq.run.step import make_optimizer
 def export(out_dir, out=None) -> Path:
     """Write the newest intact sharded checkpoint of out_dir as one file; returns its path."""
     source = checkpoint.latest(out_dir, sharded=True)
+    if source is None and checkpoint.latest(out_dir) is not None:
+        raise UserError(
+            f"{out_dir} holds its checkpoint as the one file {checkpoint.latest(out_dir)} already (a run of one "
+            "process or DDP): sample, resume or copy it as it is, or export it with --format=hf --dest=DIR"
+        )
     if source is None:
         raise UserError(
-            f"{out_dir} holds no sharded checkpoint ({checkpoint.SHARDED}/{checkpoint.LATEST}): check --out_dir"
+            f"{out_dir} holds no checkpoint ({checkpoint.CHECKPOINT} or {checkpoint.SHARDED}/{checkpoint.LATEST}): "
+            "check --out_dir"
         )
     target = Path(out) if out else Path(out_dir) / checkpoint.CHECKPOINT
     check_writable("--out", target)  # before gathering the whole model

@@ -327,6 +327,7 @@ class Trainer:
         rec["tokens"] = (it + 1) * self.tokens_per_step
         rec["ms"] = seconds_per_step * 1000 if seconds_per_step else None
         rec["mfu"] = self.mfu(seconds_per_step)
+        rec["time"] = round(time.time(), 3)  # the wall clock: whether two runs' step times were taken side by side
         if fingerprint is not None:
             rec["fingerprint"] = fingerprint
         self.record(rec)
