@@ -421,6 +421,44 @@ def test_a_real_write_failure_during_a_checkpoint_save_is_one_line(char_data, tm
     assert checkpoint.load(tmp_path / "ckpt.pt")["iter_num"] == 8
 
 
+def test_ctrl_c_during_a_checkpoint_write_says_it_was_interrupted_and_the_previous_checkpoint_stands(
+    char_data, tmp_path, monkeypatch, capsys
+):
+    """SIGINT while torch.save writes step 8's ckpt.pt: torch turns the KeyboardInterrupt into its own
+    RuntimeError ('[enforce fail ...]'), which was reported as 'could not write ckpt.pt', a disk fault. It is
+    an interrupt (exit 130), step 4's checkpoint stands untouched, and no temporary file is left."""
+    train_main(tiny_args(char_data, tmp_path, max_iters=4, n_embd=256))
+    saved = snapshot(tmp_path)["ckpt.pt"]
+    real_save, writes = torch.save, []
+
+    class Interrupting:  # the checkpoint's file, sending SIGINT on torch's third write into it
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, b):
+            writes.append(len(b))
+            if len(writes) == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            return self.f.write(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: real_save(obj, Interrupting(f), *a, **k))
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite in the background ignores it
+    try:
+        message = error_of(tiny_args(char_data, tmp_path, max_iters=8, n_embd=256, init_from="resume"), status=130)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert len(writes) >= 3 and "could not write" not in message
+    assert (
+        message.startswith("error: interrupted during step ")
+        and "while writing ckpt.pt, which was left as it" in message
+    )
+    assert f"the last checkpoint is step 4 in {tmp_path}, intact: continue with --init_from=auto" in message
+    assert snapshot(tmp_path)["ckpt.pt"] == saved and not list(tmp_path.glob(".ckpt.pt.*.tmp"))
+
+
 def test_ctrl_c_during_training_is_one_line_and_auto_continues(char_data, tmp_path):
     """The run cannot end before the signal whatever the machine's speed: a million steps, its output
     unbuffered so that step 6 is seen when it is printed; the cosine ends at 400 so a resume may stop

@@ -7,12 +7,15 @@ old file or the new one, never a partial file under the final name. A failed wri
 file and raises WriteError naming the path, the reason and, for a full disk, the space free and needed.
 """
 
+import contextlib
 import errno
 import json
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
@@ -58,24 +61,54 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a write: the file is as it was before the write began."""
+
+
+@contextlib.contextmanager
+def sigint_noted():
+    """A list that holds SIGINT once one arrives inside the block, which it still interrupts (in the main
+    thread; elsewhere the list stays empty). torch.save turns the KeyboardInterrupt raised in its writer into a
+    RuntimeError ('[enforce fail ...]'), which would read as a disk fault."""
+    seen = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    before = signal.getsignal(signal.SIGINT)
+
+    def noted(signum, frame):
+        if before is signal.SIG_IGN:
+            return
+        seen.append(signum)
+        (before if callable(before) else signal.default_int_handler)(signum, frame)
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def atomic_write(path, write, needed_bytes: int | None = None) -> None:
     """Call write(binary file) on a temporary file, then rename it to path."""
     path = Path(path)
     tmp = temp_path(path)
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except (OSError, RuntimeError) as e:  # torch.save reports a failed write as RuntimeError ("unexpected pos")
-        _discard(tmp)
-        previous = "the previous version is kept" if path.exists() else "nothing was written"
-        raise WriteError(f"could not write {path} ({_reason(path, e, needed_bytes)}); {previous}") from None
-    except BaseException:
-        _discard(tmp)
-        raise
+    with sigint_noted() as sigint:
+        try:
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        except BaseException as e:
+            _discard(tmp)
+            previous = "the previous version is kept" if path.exists() else "nothing was written"
+            if sigint or isinstance(e, KeyboardInterrupt):
+                raise Interrupted(f"while writing {path.name}, which was left as it was ({previous})") from None
+            if not isinstance(e, (OSError, RuntimeError)):  # torch.save: a failed write is a RuntimeError
+                raise
+            raise WriteError(f"could not write {path} ({_reason(path, e, needed_bytes)}); {previous}") from None
 
 
 def _discard(tmp: Path) -> None:

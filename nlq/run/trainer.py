@@ -231,12 +231,13 @@ class Trainer:
             f"  compare: python compare.py {self.run.path} --png={self.run.path / 'compare.png'}"
         )
 
-    def interrupted_line(self) -> str:
+    def interrupted_line(self, where: str = "") -> str:
+        """where: what the interrupt stopped, when it says (atomic.Interrupted: a checkpoint's write)."""
         checkpoint.finish_pending()
         kept = f"the last checkpoint is step {self.last_saved}" if self.last_saved is not None else "no checkpoint yet"
         return (
-            f"interrupted during step {self.step} of {self.cfg.max_iters}; {kept} in {self.run.path}: "
-            "continue with --init_from=auto"
+            f"interrupted during step {self.step} of {self.cfg.max_iters}{' ' + where if where else ''}; {kept} in "
+            f"{self.run.path}, intact: continue with --init_from=auto"
         )
 
     def weights_finite(self) -> bool:
@@ -474,8 +475,8 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
         run_dir.trim_metrics(trainer.start)
     try:
         trainer.fit()
-    except KeyboardInterrupt:
-        raise Interrupted(trainer.interrupted_line()) from None
+    except KeyboardInterrupt as e:
+        raise Interrupted(trainer.interrupted_line(str(e))) from None
     wandb.finish()
     if d.master:  # the summary surveys out_dir: other ranks would read it while rank 0 prunes the last step
         print(trainer.summary())
