@@ -3,6 +3,7 @@
     python gpu_check.py --out=$OUT/gpu_check.json   # on a CUDA machine: GPT-2 small, bf16, compiled
     python gpu_check.py --preset=tiny               # anywhere (the test suite runs it on a CPU): the same steps
     python gpu_check.py --only=gpu_tests            # a rerun of some steps; --step=NAME runs one in this process
+    python gpu_check.py --dry_run                   # the plan alone: each step, its compiles and seconds
 
 It prints its plan first (each step, what it compiles, the seconds expected), then runs the steps in this
 order, each in a process of its own with a wall-clock limit, so a failure, a hang or a CUDA fault in one leaves

@@ -299,6 +299,18 @@ def test_a_time_option_that_is_no_finite_number_in_its_domain_is_refused_before_
     assert "plan:" not in done.stdout and not (tmp_path / "gpu_check.json").exists()
 
 
+def test_a_dry_run_prints_the_plan_and_runs_and_writes_nothing(tmp_path):
+    """As screen, sweep and verdict: --dry_run says each step and its seconds, starts none, writes no report."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "gpu_check.py"), "--preset=tiny", "--device=cpu", "--only=probe,decode",
+         "--dry_run"], capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and lines[0].startswith("plan: preset tiny on cpu, --budget_s=360")
+    assert [line.split()[1] for line in lines[1:3]] == ["probe", "decode"] and lines[3].startswith("  expected in all")
+    assert len(lines) == 4 and not list(tmp_path.iterdir())
+
+
 def test_a_steps_limit_counts_the_time_already_spent(tmp_path):
     """--limit_s bounds the whole run: a step that starts 90 s into a run limited to 100 s is stopped at 10 s,
     not at its own three times its estimate plus slack (33 s). The clock is shifted, not waited for."""

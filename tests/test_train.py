@@ -161,7 +161,15 @@ def test_quick_start_config_runs_and_learns(tmp_path):
     # the run says what prepare said: the play's characters, fewer than the config's vocab_size
     chars = len(json.loads((data / "meta.json").read_text())["chars"])
     assert f"vocab_size {chars}," in prep.stdout.decode()
-    assert f"vocab_size=65 holds the data's {chars} ids; {65 - chars} are never seen" in r.stdout
+    assert (
+        f"the data uses {chars} of the model's 65 token ids (vocab_size); the other {65 - chars} are padding"
+        in r.stdout
+    )
+    # where the MFU's peak comes from, and where it is kept; the closing hint compares with other runs
+    peak = "the float32 matmul peak measured on this machine, kept in "
+    assert any(line.startswith("mfu: the model's FLOPs per second over the device's peak, ") and peak in line
+               and line.endswith("nonlinear-queries/cpu_peak.json") for line in r.stdout.splitlines())  # fmt: skip
+    assert f"  compare: python compare.py {tmp_path} OTHER_OUT_DIR ...  (runs of other arms or seeds)" in r.stdout
 
 
 def test_non_finite_loss_stops_before_the_step_and_keeps_the_checkpoint(data_dir, tmp_path):

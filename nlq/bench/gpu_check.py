@@ -503,6 +503,7 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
         help="a step is stopped at three times its estimate plus this (default: 30 s for gpt2, 300 s for tiny)",
     )  # fmt: skip
     p.add_argument("--plan_from", default=None, help="an earlier report: plan with the seconds it measured")
+    p.add_argument("--dry_run", action="store_true", help="print the plan (steps, compiles, seconds); run nothing")
     p.add_argument("--step", choices=sorted(STEP_FUNCTIONS), help="run this one step in this process")
     p.add_argument("--result", default=None, help="with --step: where its JSON goes (default: printed)")
     return p
@@ -523,6 +524,8 @@ def gpu_check(args, argv) -> None:
         step(args, name, estimates, compiled and name != "other_arms") for name in STEP_FUNCTIONS if name in args.only
     ]
     print_plan(steps, args, device)
+    if args.dry_run:
+        return
     out = Path(args.out).resolve()
     report = {"command": ["gpu_check.py", *argv], "device": device, "nvidia_smi_before": nvidia_smi() if cuda else None}
     report.update(plan=[{k: v for k, v in asdict(s).items() if k != "argv"} for s in steps], steps={})

@@ -53,6 +53,12 @@ class SampleConfig:
             )
 
 
+COMPILING_ON_CPU = (
+    "decode=compiled on a CPU: torch.compile first builds the decode step, a minute or more with no output, left out "
+    "of the tokens/s; --decode=cache (auto's choice on a CPU) starts at once"
+)
+
+
 def read_prompt(start: str) -> str:
     if not start.startswith("FILE:"):
         return start
@@ -130,6 +136,8 @@ def generate(cfg: SampleConfig):
         raise ConfigError("the prompt is empty: pass --start=TEXT")
     device = resolve_device(cfg.device)
     resolve_dtype(cfg.dtype, device.split(":")[0])  # a typo costs no minutes either
+    if cfg.decode == "compiled" and not device.startswith("cuda"):
+        print(COMPILING_ON_CPU, file=sys.stderr)
     num_samples = cfg.num_samples
     if cfg.temperature == 0 and num_samples > 1:
         print(f"greedy decoding (temperature=0) gives one sample, not {num_samples} identical ones", file=sys.stderr)

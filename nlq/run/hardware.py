@@ -112,11 +112,12 @@ def choose_row_kernel(step, what: str = "a decode step", margin: float = 0.9, tr
     ratios = interleaved_ratios(step, "addmv", "linear", trials)
     chosen = "linear" if max(ratios) < margin else "addmv"
     shown = ", ".join(f"{r:.2f}" for r in ratios)
+    kernel = "F.linear (the matrix-matrix kernel)" if chosen == "linear" else "addmv (the matrix-vector kernel)"
     how = (
-        f"{what} took {shown} x addmv's time through F.linear over {trials} interleaved trials; F.linear if "
-        f"under {margin} in each"
+        f"in {what}, F.linear took {shown} x addmv's time in {trials} alternating trials, and is chosen only where it "
+        f"takes under {margin} x in each"
     )
-    return chosen, f"one-row products through {'F.linear' if chosen == 'linear' else 'addmv'} ({how})"
+    return chosen, f"one token's weight products through {kernel}: {how}"
 
 
 def autocast(device: str, dtype: torch.dtype):
@@ -137,13 +138,18 @@ def measure_cpu_flops(dtype: torch.dtype = torch.float32, n: int = 1024, seconds
     return best
 
 
+def cache_path(name: str) -> Path:
+    """Where machine_cached keeps name's values: the user's cache directory, one JSON file a name."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nonlinear-queries" / f"{name}.json"
+
+
 def machine_cached(name: str, what: str, compute, valid):
     """compute(), once per machine (CPU model, threads, torch version) and what: kept in the user's cache
     directory (nonlinear-queries/<name>.json), so later runs on this machine reuse it. A cached value that
     valid(value) rejects, or an unreadable file, is computed again; an unwritable home, every time."""
     cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), "")
     key = f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {what}"
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nonlinear-queries" / f"{name}.json"
+    path = cache_path(name)
     try:
         cached = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -214,6 +220,8 @@ def peak_flops(device: str, dtype: torch.dtype, cpu_peak: float | None = None, c
         if cpu_peak:
             return cpu_peak, "configured cpu_peak_flops"
         if cached:
-            return cached_cpu_flops(dtype), f"{dtype_name(dtype)} matmul peak measured once on this machine (cached)"
+            return cached_cpu_flops(dtype), (
+                f"the {dtype_name(dtype)} matmul peak measured on this machine, kept in {cache_path('cpu_peak')}"
+            )
         return measure_cpu_flops(dtype), f"measured {dtype_name(dtype)} matmul peak"
     return None, f"no peak known for {device}: MFU not reported"

@@ -228,7 +228,7 @@ class Trainer:
         return (
             f"done: step {self.cfg.max_iters}, best val loss {self.best_val:.4f}; checkpoint {path}\n"
             f"  sample:  python sample.py --out_dir={self.run.path}\n"
-            f"  compare: python compare.py {self.run.path} --png={self.run.path / 'compare.png'}"
+            f"  compare: python compare.py {self.run.path} OTHER_OUT_DIR ...  (runs of other arms or seeds)"
         )
 
     def interrupted_line(self, where: str = "") -> str:
@@ -453,14 +453,18 @@ def start_and_train(cfg: TrainConfig, model_cfg: GPTConfig, d: Dist, data: Data,
         unused = model.config.vocab_size - data.meta["vocab_size"]
         if unused > 0:  # a config's vocab_size above the data's (GPT-2's padding, or another dataset's alphabet)
             held = data.meta["vocab_size"]
-            print(f"vocab_size={model.config.vocab_size} holds the data's {held} ids; {unused} are never seen")
+            print(
+                f"the data uses {held} of the model's {model.config.vocab_size} token ids (vocab_size); the other "
+                f"{unused} are padding no target names, as in nanoGPT's 50304 for GPT-2's 50257: nothing is wrong"
+            )
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(
             f"{model.num_params():,} non-embedding parameters, {trainable:,} trainable; {d.world_size} process(es) "
             f"x {trainer.accum} micro-steps x {cfg.batch_size} x {model_cfg.block_size} = "
-            f"{trainer.tokens_per_step:,} tokens/step; peak {trainer.peak and f'{trainer.peak:.3g}'} FLOP/s "
-            f"({trainer.peak_source})"
+            f"{trainer.tokens_per_step:,} tokens/step"
         )
+        peak = f"{trainer.peak:.3g} FLOP/s, {trainer.peak_source}" if trainer.peak else trainer.peak_source
+        print(f"mfu: the model's FLOPs per second over the device's peak, {peak}")
         if ckpt is not None and cfg.allow_schedule_change:
             first, last = lr_at(trainer.start, cfg), lr_at(cfg.max_iters, cfg)
             print(f"new schedule: lr {first:.3g} at step {trainer.start} -> {last:.3g} at step {cfg.max_iters}")
