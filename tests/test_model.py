@@ -675,3 +675,19 @@ def test_a_config_json_that_no_memory_holds_is_refused_at_once(tmp_path):
         from_pretrained(str(deep))
     with pytest.raises(ConfigError, match=r"need [\d,.]+ GiB, more than the [\d,.]+ GiB free on cpu"):
         from_pretrained(str(wide))
+
+
+@pytest.mark.parametrize("mode", sorted(QUERY_MODES))
+def test_every_norm_takes_the_configs_epsilon(mode):
+    """norm_eps reaches every LayerNorm and RMSNorm (the blocks', the final one, the query MLP's): a norm built
+    with torch's default 1e-5 passes every test at the default norm_eps, and only the export round trip noticed.
+    Here eps is 0.125, and the final norm's output is the formula's with it: (x - mean) / sqrt(var + eps)."""
+    config = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=8, vocab_size=32, query_mode=mode, norm_eps=0.125)
+    model = GPT(config)
+    norms = [m for m in model.modules() if isinstance(m, (nn.LayerNorm, nn.RMSNorm))]
+    per_block = 2 + 2 * QUERY_MODES[mode].mlp  # ln_1, ln_2, and the query MLP's RMSNorm and LayerNorm
+    assert len(norms) == 2 * per_block + 1 and all(m.eps == 0.125 for m in norms), [m.eps for m in norms]
+    x = torch.tensor([[1.0, 2.0, 3.0, 6.0] * 4])
+    by_hand = (x - 3.0) / math.sqrt(3.5 + 0.125)  # mean 3, population variance (4 + 1 + 0 + 9) / 4 = 3.5
+    with torch.no_grad():
+        assert torch.allclose(model.transformer.ln_f(x), by_hand, atol=1e-6)

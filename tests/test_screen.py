@@ -790,3 +790,64 @@ def test_a_run_carried_on_is_the_run_of_the_longer_schedule_and_its_own_files_st
     assert all(evaluations[r.out_dir][s] == evaluations[cont.out_dir][s] for s in range(9))
     lrs = {x["step"]: x["lr"] for x in map(json.loads, (cont.out_dir / "metrics.jsonl").open()) if "lr" in x}
     assert all(lr == pytest.approx(1e-4) for s, lr in lrs.items() if s > 8)  # min_lr: a tenth of 1e-3
+
+
+def test_only_the_stage_2_runs_short_of_the_midpoint_are_carried_on(tmp_path, monkeypatch):
+    """Three finished runs of setting mq (midpoint 0.6): base-s2 ends at 0.5, nlq-s2 reaches 0.7, nlq-s3 ends at
+    0.59. Only base-s2 and nlq-s3 are copied and launched as continuations, to 3x their budget; the run that
+    reached the midpoint is not (which runs are launched was checked only by the slow end-to-end screen)."""
+    out_root, data = tmp_path / "R", tmp_path / "R" / "data" / "mq"
+    data.mkdir(parents=True)
+    (data / "meta.json").write_text(json.dumps({"floor": FLOOR}))
+    planned = []
+    for name, last in (("base-s2", 0.5), ("nlq-s2", 0.7), ("nlq-s3", 0.59)):
+        r = run(name.split("-")[0], int(name[-1]), [0.2, 0.3, 0.4, 0.45, last])
+        d = out_root / "mq" / name
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(r.config))
+        records = [{"step": s, **e} for s, e in sorted(r.evals.items())]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in records))
+        (d / "ckpt.pt").write_bytes(b"a checkpoint")
+        planned.append(Planned(r.arm, r.seed, r.config, d, 4, {}, ("--max_iters=4",)))
+    launched = []
+    monkeypatch.setattr(screen_lib, "launch_all", lambda runs, args, which: launched.extend(runs))
+    args = screen_lib.parser().parse_args(["a.py", "b.py", "--continue_to=3"])
+    setting = screening.Setting("mq", "mqar", {}, 4)
+    screen_lib.continue_short([setting], planned, {"mq": data}, args, out_root)
+    assert [(c.out_dir, c.max_iters) for c in launched] == [
+        (out_root / "continued" / "mq" / name, 12) for name in ("base-s2", "nlq-s3")
+    ]
+    assert all(c.options[-1] == "--max_iters=12" for c in launched)
+    assert sorted(p.name for p in (out_root / "continued" / "mq").iterdir()) == ["base-s2", "nlq-s3"]
+    assert (out_root / "continued" / "mq" / "nlq-s3" / "ckpt.pt").read_bytes() == b"a checkpoint"
+
+
+def test_the_options_given_reach_the_report_as_given(tmp_path, monkeypatch):
+    """screen.py's hand-off from its command line to the report, in the inner loop (only the slow end-to-end
+    screen reached it): the baseline, the overall's settings, the prices and their file, the grid's keys, the
+    continuation's multiple and the seeds, with every run stubbed away."""
+    steps = {"linear": {"train_step_s": {"median": 2.0}}, "residual_gelu": {"train_step_s": {"median": 3.0}}}
+    (tmp_path / "p.json").write_text(json.dumps({"results": steps}))
+    seen = {}
+    monkeypatch.setattr(screen_lib, "prepare", lambda *a: None)
+    monkeypatch.setattr(sweep_lib, "launch", lambda runs, args, extra, tolerate=None: (list(runs), {}))
+    monkeypatch.setattr(screen_lib, "chosen_runs", lambda *a: [])
+    monkeypatch.setattr(screen_lib, "continue_short", lambda *a: None)
+    monkeypatch.setattr(screen_lib, "more_seeds", lambda *a: [])
+    monkeypatch.setattr(screen_lib, "launch_all", lambda *a: None)
+    monkeypatch.setattr(screen_lib, "write_report", lambda *a: seen.update(zip(
+        ("settings", "runs", "keys", "data", "out_root", "args", "started", "prices"), a)))  # fmt: skip
+    root = tmp_path / "R"
+    screen_main([*tiny_screen(tmp_path), f"--out_root={root}", "--baseline=nlq", "--overall=mq32",
+                 f"--prices={tmp_path / 'p.json'}", "--continue_to=3", "--seeds=5,6", "--tune_seeds=4"])  # fmt: skip
+    args = seen["args"]
+    assert (args.baseline, args.overall, args.continue_to, args.seeds, args.tune_seeds) == (
+        "nlq",
+        ["mq32"],
+        3,
+        "5,6",
+        "4",
+    )
+    assert seen["prices"] == {"file": str(tmp_path / "p.json"), "ratios": {"linear": 1.0, "residual_gelu": 1.5}}
+    assert seen["keys"] == ["learning_rate"] and [s.name for s in seen["settings"]] == ["mq", "mq32"]
+    assert seen["out_root"] == root and {r.seed for r in seen["runs"]} == {4}  # stage 1's runs (stage 2 stubbed)

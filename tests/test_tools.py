@@ -232,6 +232,27 @@ def test_sample_refuses_more_samples_than_memory_holds_before_decoding(run_dir, 
         fits.check_decoding_fits(config, 1, 5, 4, "cpu")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_decodings_bytes_hold_the_kv_cache_the_decoder_allocates_in_its_dtype(dtype):
+    """The cache term is the bytes of the caches model.py allocates (KVCache and StaticKVCache, in the dtype
+    decoding runs in; grouped heads), and the float32 parts (scores, logits) do not shrink with it: at bf16 or
+    fp16 the whole is the float32 whole less half of the cache and the prefill. Byte counts were tested in
+    float32 only, where itemsize 4 hides a term computed at the wrong width."""
+    from model import GPTConfig, KVCache, StaticKVCache
+
+    config = GPTConfig(n_layer=3, n_head=4, n_kv_head=2, n_embd=32, block_size=24, vocab_size=70)
+    batch, prompt, size = 3, 5, torch.empty((), dtype=dtype).element_size()
+    for cache in (KVCache(config, batch, dtype=dtype), StaticKVCache(config, batch, dtype=dtype)):
+        tensors = [*cache.k, *cache.v] if isinstance(cache.k, list) else [cache.k, cache.v]
+        held = sum(t.numel() * t.element_size() for t in tensors)
+        assert held == 2 * 3 * batch * 2 * 24 * 8 * size  # by hand: k and v, layers, streams, kv heads, slots, width
+        no_prompt = fits.decoding_bytes(config, batch, 0, size)
+        assert no_prompt == held + 3 * batch * 70 * 4  # a 0-token prompt: the cache and float32 logits alone
+    whole32 = fits.decoding_bytes(config, batch, prompt, 4)
+    halved = (2 * 3 * batch * 2 * 24 * 8 + batch * prompt * (config.mlp_hidden + 4 * 32)) * 2
+    assert fits.decoding_bytes(config, batch, prompt, size) == whole32 - (halved if size == 2 else 0)
+
+
 def test_the_compiled_steps_compile_time_is_left_out_of_the_rate(run_dir, monkeypatch, capsys):
     """A stub clock that jumps 1000 s while the step compiles: the rate counts the tokens over the decoding's
     own seconds, not the 1000, and the line names what was left out."""
