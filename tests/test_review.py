@@ -65,6 +65,11 @@ def press(b, key):
     ActionChains(b).send_keys(key).perform()
 
 
+def stored(b, rid: str) -> dict:
+    """The answers the page has saved in localStorage for the review rid."""
+    return json.loads(b.execute_script(f"return localStorage.getItem('blind-review-{rid}')") or "{}")
+
+
 def shown(b, part):
     return b.execute_script(f"return document.getElementById({part!r}).textContent")
 
@@ -84,6 +89,9 @@ def test_the_page_answered_by_keyboard_exports_what_was_pressed_and_runs_no_docu
         assert shown(browser, "A") == item[order["A"]] and shown(browser, "B") == item[order["B"]]
         assert shown(browser, "truth") == item["truth"]
         press(browser, k)
+        # the page's own store holds the answer before anything reads it again: a key event is handled after
+        # send_keys returns, and a reload that came first lost answers on a busy machine
+        wait_until(lambda n=i + 1: len(stored(browser, rid)) == n, f"answer {i + 1} in localStorage")
         if i == 2:  # a reload keeps the answers and returns to the first unanswered item
             browser.refresh()
             assert "(3 answered)" in shown(browser, "status") and shown(browser, "prompt") == given[3]["prompt"]
