@@ -851,3 +851,34 @@ def test_the_options_given_reach_the_report_as_given(tmp_path, monkeypatch):
     assert seen["prices"] == {"file": str(tmp_path / "p.json"), "ratios": {"linear": 1.0, "residual_gelu": 1.5}}
     assert seen["keys"] == ["learning_rate"] and [s.name for s in seen["settings"]] == ["mq", "mq32"]
     assert seen["out_root"] == root and {r.seed for r in seen["runs"]} == {4}  # stage 1's runs (stage 2 stubbed)
+
+
+def test_the_accuracy_figure_keeps_its_legend_off_the_bars_and_every_error_bar_in_view(monkeypatch, tmp_path):
+    """docs/screening.png's faults, read back from its axes: the legend lay over the bars at 1.0 (now beside the
+    axes, right of them), error bars past 1.0 were cut (the axis reaches the highest mean + std), the title named
+    neither the screen nor its seeds, and a bar below the floor had no word (now 'below floor' over it alone)."""
+    drawn = []
+    monkeypatch.setattr(screening, "save", lambda fig, path: drawn.append(fig))
+    seeds = {str(s): [] for s in (2, 3, 4, 7)}
+
+    def arm(mean, std):
+        return {"val_acc_mean": mean, "val_acc_std": std, "curves": seeds}
+
+    report = {"overall": {"arms": {}}, "screen": "default", "settings": {
+        "recall": {"floor": {"token": 0.4}, "arms": {"base": arm(1.0, 0.0), "nlq": arm(0.9, 0.2)}},
+        "mqar": {"floor": {"token": 0.5}, "arms": {"base": arm(0.3, 0.05), "nlq": arm(0.8, 0.1)}},
+    }}  # fmt: skip
+    screening.plot_accuracy(report, tmp_path / "a.png")
+    fig = drawn[0]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert ax.get_ylim()[1] >= 0.9 + 0.2  # nlq's error bar on recall, whole
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["base", "nlq"]
+    assert (
+        ax.get_title()
+        == "screen default: test accuracy at the budget, mean ± std over fresh seeds 2-4, 7; dashed: floor"
+    )
+    notes = [(t.get_text(), t.get_position()) for t in ax.texts]
+    assert len(notes) == 1 and notes[0][0] == "below floor"  # base on mqar, the second setting's first bar
+    assert notes[0][1][0] == pytest.approx(1 - 0.2) and notes[0][1][1] == pytest.approx(0.3 + 0.05 + 0.02)

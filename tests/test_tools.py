@@ -683,6 +683,15 @@ def test_compare_figure_smoothing_signs_labels_and_clipping(tmp_path, capsys):
     assert any(c.get_offsets().shape[0] == 1 for c in ax_gain.collections if hasattr(c, "get_offsets"))
     positions = sorted(t.xyann[1] if hasattr(t, "xyann") else t.xy[1] for t in ax_gain.texts)
     assert all(b - a >= 0.05 * (high - low) - 1e-9 for a, b in zip(positions, positions[1:]))  # kept apart
+    fig.canvas.draw()  # the end labels lie inside their panel (they ran past its right edge)
+    panel = ax_gain.get_window_extent()
+    assert all(panel.x0 <= t.get_window_extent().x0 and t.get_window_extent().x1 <= panel.x1 for t in ax_gain.texts)
+    # the value panels' axes are set by the last 40 % of training, so the arms' gap there is not a flat line
+    for ax in fig.axes[1:3]:
+        last = max(max(line.get_xdata()) for line in ax.lines)
+        late = [y for line in ax.lines for x, y in zip(line.get_xdata(), line.get_ydata()) if x >= 0.6 * last]
+        low, high = ax.get_ylim()
+        assert low < min(late) and max(late) < high and high - low == pytest.approx(1.3 * (max(late) - min(late)))
 
 
 def test_the_head_benchmark_measures_both_variants_and_the_chunks_hold_less(tmp_path, capsys):

@@ -373,17 +373,27 @@ def figure(runs, baseline: str, smooth=0.9, metric: Metric = LOSS):
     fig, (ax_gain, ax_val, ax_train) = plt.subplots(1, 3, figsize=(20, 5.5), width_ratios=(2, 1, 1))
     colors = {arm: f"C{i}" for i, arm in enumerate(sorted({r.arm for r in runs}))}
     improvement_panel(ax_gain, runs, baseline, colors, metric)
+    drawn = {ax_val: [], ax_train: []}
     for r in runs:
         label = f"{r.arm} (seed {r.seed})"
         steps = sorted(r.evals)
-        ax_val.plot(steps, [r.evals[s][metric.key] for s in steps], color=colors[r.arm], label=label, marker=".")
+        values = [r.evals[s][metric.key] for s in steps]
+        ax_val.plot(steps, values, color=colors[r.arm], label=label, marker=".")
+        drawn[ax_val].append((steps, values))
         steps = sorted(r.steps)
-        ax_train.plot(steps, smoothed([r.steps[s]["loss"] for s in steps], smooth), color=colors[r.arm], label=label)
+        values = smoothed([r.steps[s]["loss"] for s in steps], smooth)
+        ax_train.plot(steps, values, color=colors[r.arm], label=label)
+        drawn[ax_train].append((steps, values))
+    for ax, curves in drawn.items():  # the first steps' fall would flatten the arms' gap to a line
+        last = max(steps[-1] for steps, _ in curves if steps)
+        ax.set_xlim((1 - LATE) * last, 1.02 * last)
+        ax.set_ylim(*late_limits(curves))
     unit = "%" if metric.relative else "points"
+    late = f"\nthe last {LATE:.0%} of training"
     titles = (
-        f"improvement over {baseline} ({unit}; above 0: {metric.better}), mean ± std over seeds",
-        metric.name,
-        f"train loss (moving average, beta {smooth}, bias-corrected)",
+        f"improvement over {baseline} ({unit}; above 0: {metric.better}),\nmean ± std over seeds",
+        metric.name + late,
+        f"train loss (moving average, beta {smooth}, bias-corrected){late}",
     )
     for ax, title in zip((ax_gain, ax_val, ax_train), titles):
         ax.set_xlabel("step")
@@ -392,6 +402,20 @@ def figure(runs, baseline: str, smooth=0.9, metric: Metric = LOSS):
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+LATE = 0.4  # the share of training whose values set a panel's y-axis
+
+
+def late_limits(curves) -> tuple[float, float]:
+    """A y-axis for curves [(steps, values)] that holds every value of the last LATE of training, padded; the
+    earlier values (a loss falling from ln(vocabulary)) run off it."""
+    last = max(steps[-1] for steps, _ in curves if steps)
+    late = [v for steps, values in curves for s, v in zip(steps, values) if s >= (1 - LATE) * last and math.isfinite(v)]
+    if not late:
+        return (0.0, 1.0)
+    pad = 0.15 * (max(late) - min(late)) or 0.05 * abs(max(late)) or 0.1
+    return (min(late) - pad, max(late) + pad)
 
 
 def improvement_panel(ax, runs, baseline: str, colors: dict, metric: Metric = LOSS) -> None:
@@ -429,6 +453,8 @@ def improvement_panel(ax, runs, baseline: str, colors: dict, metric: Metric = LO
                     clip_on=False,
                 )
     ax.set_ylim(low, high)
+    last = max(steps[-1] for steps, _, _ in curves.values())
+    ax.set_xlim(right=last * 1.25)  # room inside the panel for the labels at the curves' ends
     gap, y_label = 0.05 * (high - low), -math.inf
     for y, arm in sorted((mean[-1], arm) for arm, (_, mean, _) in curves.items()):
         y_label = max(y, y_label + gap)

@@ -451,6 +451,7 @@ def write_report(settings, runs, keys, data, out_root: Path, args, started: floa
             {n: c for cs in continued.values() for n, c in cs.items()},
         ),
         "command": ["screen.py", *map(shlex.quote, args.arms)],
+        "screen": args.screen,
     }
     lines = screening.markdown(report)
     atomic_write_text(out_root / "screen.md", "\n".join(lines) + "\n")

@@ -521,26 +521,51 @@ def budget(runs, planned, args, continued=None) -> dict:
 
 
 def plot_accuracy(report: dict, path) -> None:
-    """Accuracy per arm and setting (mean ± std over the fresh seeds), each setting's floor a dashed line."""
+    """Accuracy per arm and setting (mean ± std over the fresh seeds), each setting's floor a dashed line and a
+    bar below it said so; the legend beside the axes (never over a bar at 1.0), the axis tall enough for every
+    error bar, and the screen and its seeds in the title."""
     plt = pyplot()
     names, arms = list(report["settings"]), sorted(report["overall"]["arms"] or report_arms(report))
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(names) * len(arms) / 3), 4.5))
-    width = 0.8 / len(arms)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.6 * len(names) * len(arms) / 3 + 1.5), 4.5))
+    width, top = 0.8 / len(arms), 1.0
     for i, arm in enumerate(arms):
-        means, stds = [], []
-        for name in names:
+        for j, name in enumerate(names):
             r = report["settings"][name]["arms"].get(arm, {})
-            means.append(r.get("val_acc_mean", math.nan))
-            stds.append(r.get("val_acc_std") or 0.0)
-        xs = [j + (i - (len(arms) - 1) / 2) * width for j in range(len(names))]
-        ax.bar(xs, means, width, yerr=stds, capsize=3, label=arm)
+            mean, std = r.get("val_acc_mean", math.nan), r.get("val_acc_std") or 0.0
+            x = j + (i - (len(arms) - 1) / 2) * width
+            ax.bar(x, mean, width, yerr=std, capsize=3, color=f"C{i}", label=arm if j == 0 else None)
+            top = max(top, mean + std) if math.isfinite(mean) else top
+            if mean < report["settings"][name]["floor"]["token"]:
+                ax.text(x, mean + std + 0.02, "below floor", rotation=90, ha="center", va="bottom", fontsize=7)
     for j, name in enumerate(names):
         floor = report["settings"][name]["floor"]["token"]
         ax.hlines(floor, j - 0.45, j + 0.45, colors="black", linestyles="dashed", linewidth=1)
     ax.set_xticks(range(len(names)), names, rotation=20)
-    ax.set(ylim=(0, 1.02), ylabel="test accuracy per scored token", title="fresh seeds, mean ± std; dashed: floor")
-    ax.legend(fontsize=8, ncol=min(len(arms), 5))
+    ax.set(ylim=(0, top + 0.04), ylabel="test accuracy per scored token", title=accuracy_title(report))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="arm", title_fontsize=8)
     save(fig, path)
+
+
+def accuracy_title(report: dict) -> str:
+    """The screen, its fresh seeds (those of the curves drawn) and what the bars are."""
+    seeds = sorted({int(s) for setting in report["settings"].values() for r in setting["arms"].values()
+                    for s in r.get("curves", {})})  # fmt: skip
+    screen = report.get("screen")
+    return (
+        f"{f'screen {screen}: ' if screen else ''}test accuracy at the budget, mean ± std over fresh seeds "
+        f"{spans(seeds)}; dashed: floor"
+    )
+
+
+def spans(numbers: list[int]) -> str:
+    """Sorted whole numbers as runs: [2, 3, 4, 7] -> '2-4, 7'."""
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 def plot_curves(report: dict, path) -> None:
