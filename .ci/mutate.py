@@ -42,10 +42,11 @@ TESTS = {  # module -> the pytest arguments selecting the tests that check it, f
         "compare or report or order or batches or official_log or train_eval_row",
     ],
     "nlq/comparison/stats.py": [
+        "tests/test_stats.py",
         "tests/test_tools.py",
         "tests/test_tuning.py",
         "-k",
-        "compare or report or order or holm",
+        "compare or report or order or holm or ratio or power or reach",
     ],
     "nlq/comparison/tuning.py": [
         "tests/test_tuning.py",

@@ -882,3 +882,26 @@ def test_the_accuracy_figure_keeps_its_legend_off_the_bars_and_every_error_bar_i
     notes = [(t.get_text(), t.get_position()) for t in ax.texts]
     assert len(notes) == 1 and notes[0][0] == "below floor"  # base on mqar, the second setting's first bar
     assert notes[0][1][0] == pytest.approx(1 - 0.2) and notes[0][1][1] == pytest.approx(0.3 + 0.05 + 0.02)
+
+
+def test_each_cost_to_the_midpoint_is_also_a_paired_ratio_and_bounds_leave_it_to_who_first():
+    """hand_made: base reaches the midpoint at 250 and 150 tokens (seeds 2, 3), nlq at 150 and 50: ratios 0.6 and
+    1/3, geometric mean sqrt(0.2) = 0.447 (55 % sooner), its interval and p from the log ratios by hand. With
+    nlq's seed 3 never reaching it (a bound), no ratio: who reached it first alone."""
+    from scipy import stats
+
+    result = screening.setting_report(hand_made(), ["learning_rate"], "base", FLOOR)
+    r = result["arms"]["nlq"]["tokens_to_midpoint"]["ratio"]
+    logs = [math.log(0.6), math.log(1 / 3)]
+    half = stats.t.ppf(0.975, 1) * statistics.stdev(logs) / math.sqrt(2)
+    assert r["ratio"] == pytest.approx(math.sqrt(0.2)) and r["n"] == 2 and r["bounds"] == 0
+    assert r["interval"] == pytest.approx([math.sqrt(0.2) * math.exp(-half), math.sqrt(0.2) * math.exp(half)])
+    assert r["p"] == pytest.approx(stats.ttest_1samp(logs, 0).pvalue) and r["p_holm"] == r["p"]  # one arm
+    assert "ratio" not in result["arms"]["base"]["tokens_to_midpoint"]
+    lines = screening.setting_lines(result, {"task": "mqar", "settings": {}})
+    assert next(line for line in lines if line.startswith("- tokens to midpoint: ")).startswith(
+        f"- tokens to midpoint: nlq 0.45x [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}], 55 % sooner, p "
+    )
+    runs = [run("nlq", 3, [0.4, 0.5, 0.55, 0.58, 0.59]) if (x.arm, x.seed) == ("nlq", 3) else x for x in hand_made()]
+    bounded = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)["arms"]["nlq"]["tokens_to_midpoint"]
+    assert bounded["ratio"] == {"ratio": None, "bounds": 1, "n": 2} and bounded["first"]["arm_first"] == 1

@@ -133,3 +133,46 @@ def who_first(pairs) -> dict:
     decided = arm_first + base_first
     p = float(stats.binomtest(arm_first, decided, 0.5).pvalue) if decided else None
     return {"arm_first": arm_first, "baseline_first": base_first, "undecided": len(pairs) - decided, "p": p}
+
+
+def ratio(arm_costs, base_costs) -> dict:
+    """Paired costs to a level (an arm's and the baseline's, one pair a seed, each > 0: tokens, FLOPs, seconds)
+    compared on their own scale, as ratios. A duration's effect is a ratio and its spread grows with the slow
+    runs: on raw differences one slow baseline seed widens the interval it should narrow. Returns the
+    geometric-mean ratio arm / baseline, its 95 % interval (a t interval on the mean log ratio), the paired
+    t-test's p on the log ratios, Wilcoxon's signed-rank p on them beside it (no normality assumed), and the
+    number of pairs. Below 1 the arm needs less: 'X % sooner' is 1 - ratio. Fewer than 2 pairs: no interval
+    or p; log ratios all equal: no p (the interval is the point)."""
+    from scipy import stats
+
+    logs = [math.log(a / b) for a, b in zip(arm_costs, base_costs, strict=True)]
+    n = len(logs)
+    mean = statistics.mean(logs)
+    out = {"ratio": math.exp(mean), "interval": None, "p": None, "wilcoxon_p": None, "n": n}
+    if n < 2:
+        return out
+    sd = statistics.stdev(logs)
+    if sd <= ROUNDING:
+        return out | {"interval": [math.exp(mean), math.exp(mean)]}
+    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    out["interval"] = [math.exp(mean - half), math.exp(mean + half)]
+    out["p"] = float(stats.ttest_1samp(logs, 0.0).pvalue)
+    if any(x != 0 for x in logs):
+        out["wilcoxon_p"] = float(stats.wilcoxon(logs).pvalue)
+    return out
+
+
+def seeds_for_power(sd_log: float, ratio_: float, alpha: float, power: float = 0.8, most: int = 10_000) -> int | None:
+    """The fewest paired seeds whose t-test on log ratios (two-sided, at level alpha: a Holm-adjusted level is
+    the smallest it may be tested at, alpha / m) detects a true geometric-mean ratio ratio_ with the chance
+    power, where log ratios spread with the standard deviation sd_log: the noncentral t's power, seed count by
+    seed count. None: more than `most` seeds."""
+    from scipy import stats
+
+    effect = abs(math.log(ratio_)) / sd_log
+    for n in range(2, most + 1):
+        df, shift = n - 1, effect * math.sqrt(n)
+        crit = stats.t.ppf(1 - alpha / 2, df)
+        if stats.nct.sf(crit, df, shift) + stats.nct.cdf(-crit, df, shift) >= power:
+            return n
+    return None
