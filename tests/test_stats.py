@@ -27,6 +27,7 @@ def test_a_ratio_is_the_geometric_mean_with_scipys_interval_t_test_and_wilcoxon(
     assert got["interval"] == pytest.approx([math.exp(low), math.exp(high)])
     assert got["p"] == pytest.approx(scipy_stats.ttest_rel(la, lb).pvalue)
     assert got["wilcoxon_p"] == pytest.approx(scipy_stats.wilcoxon(la, lb).pvalue)
+    assert got["sd_log"] == pytest.approx(statistics.stdev(logs))
 
 
 def test_hand_worked_ratios():
@@ -64,20 +65,20 @@ def test_a_slow_baseline_seed_strengthens_a_ratio_and_weakens_a_raw_difference()
 def test_seeds_for_80_percent_power_match_cohens_table(d, n):
     """A paired t-test at 0.05 two-sided, effect d = |log ratio| / sd of the log ratios: Cohen's one-sample
     table gives 10, 15 and 34 pairs."""
-    assert seeds_for_power(1.0, math.exp(-d), 0.05) == n
-    assert seeds_for_power(0.5, math.exp(0.5 * d), 0.05) == n  # only the ratio of effect to spread counts
+    assert seeds_for_power(d, 1.0, 0.05) == n
+    assert seeds_for_power(-0.5 * d, 0.5, 0.05) == n  # only the size of effect over spread counts
 
 
 @pytest.mark.parametrize("sd, r, alpha", [(0.3, 0.8, 0.025), (0.6, 0.43, 0.05 / 3), (0.2, 1.2, 0.05)])
 def test_seeds_for_power_are_the_fewest_whose_noncentral_t_power_reaches_it(sd, r, alpha):
     def power(n):
-        shift, crit = abs(math.log(r)) / sd * math.sqrt(n), scipy_stats.t.ppf(1 - alpha / 2, n - 1)
+        shift, crit = abs(math.log(r)) / sd * math.sqrt(n), scipy_stats.t.ppf(1 - alpha / 2, n - 1)  # log ratio r
         return 1 - scipy_stats.nct.cdf(crit, n - 1, shift) + scipy_stats.nct.cdf(-crit, n - 1, shift)
 
-    n = seeds_for_power(sd, r, alpha)
+    n = seeds_for_power(math.log(r), sd, alpha)
     assert power(n) >= 0.8 > power(n - 1)
-    assert seeds_for_power(sd, r, alpha / 2) >= n  # a stricter (Holm-adjusted) level never needs fewer
+    assert seeds_for_power(math.log(r), sd, alpha / 2) >= n  # a stricter (Holm-adjusted) level never needs fewer
 
 
 def test_an_effect_out_of_reach_says_so():
-    assert seeds_for_power(1.0, 1.01, 0.05, most=200) is None
+    assert seeds_for_power(math.log(1.01), 1.0, 0.05, most=200) is None

@@ -155,6 +155,7 @@ def ratio(arm_costs, base_costs) -> dict:
     if sd <= ROUNDING:
         return out | {"interval": [math.exp(mean), math.exp(mean)]}
     half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    out["sd_log"] = sd  # the spread a power calculation reads (seeds_for_power)
     out["interval"] = [math.exp(mean - half), math.exp(mean + half)]
     out["p"] = float(stats.ttest_1samp(logs, 0.0).pvalue)
     if any(x != 0 for x in logs):
@@ -162,14 +163,14 @@ def ratio(arm_costs, base_costs) -> dict:
     return out
 
 
-def seeds_for_power(sd_log: float, ratio_: float, alpha: float, power: float = 0.8, most: int = 10_000) -> int | None:
-    """The fewest paired seeds whose t-test on log ratios (two-sided, at level alpha: a Holm-adjusted level is
-    the smallest it may be tested at, alpha / m) detects a true geometric-mean ratio ratio_ with the chance
-    power, where log ratios spread with the standard deviation sd_log: the noncentral t's power, seed count by
-    seed count. None: more than `most` seeds."""
+def seeds_for_power(effect: float, sd: float, alpha: float, power: float = 0.8, most: int = 10_000) -> int | None:
+    """The fewest paired seeds whose paired t-test (two-sided, at level alpha: a Holm-adjusted level is at worst
+    alpha / m) detects a true mean difference `effect` with the chance `power`, where the seed-by-seed
+    differences spread with the standard deviation sd: the noncentral t's power, seed count by seed count. For a
+    ratio the differences are log ratios (effect |log ratio|); for an accuracy, points. None: more than `most`."""
     from scipy import stats
 
-    effect = abs(math.log(ratio_)) / sd_log
+    effect = abs(effect) / sd
     for n in range(2, most + 1):
         df, shift = n - 1, effect * math.sqrt(n)
         crit = stats.t.ppf(1 - alpha / 2, df)
