@@ -15,7 +15,7 @@ from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writab
 from nlq.common.domains import At, Number
 from nlq.common.errors import UserError
 from nlq.common.figures import check_figure_path
-from nlq.comparison import cost, placement, screening, sweep
+from nlq.comparison import cost, placement, screening, statement, sweep
 from nlq.comparison.compare import Run
 from nlq.comparison.screening import ACCURACY
 from nlq.data.examples import rescore_floor, write_task
@@ -31,7 +31,12 @@ CONTINUED = "continued"  # OUT_ROOT/continued/SETTING/RUN: a stage-2 run carried
 def parser(doc: str | None = None) -> argparse.ArgumentParser:
     """screen.py's options (doc: its --help text)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("arms", nargs="+", help="config files, one per arm; the first is the baseline unless --baseline")
+    p.add_argument("arms", nargs="*", help="config files, one per arm; the first is the baseline unless --baseline")
+    p.add_argument(
+        "--statement", metavar="JSON",
+        help="a confirmatory screen's statement, committed before the run: its arms, settings, seeds and the "
+        "comparisons called (nlq/comparison/statement.py); the screen runs exactly it",
+    )  # fmt: skip
     p.add_argument(
         "--baseline", help="the arm every other arm is compared with, by its name (default: the first config's)"
     )
@@ -73,6 +78,12 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
 def screen(args, extra) -> None:
     """The screen args (screen.py's options, parser()) and extra (--key=value options for every run) ask for:
     each setting's data, stage 1, the choices, stage 2, the report."""
+    args.stated = None
+    if args.statement:
+        args.stated = statement.read(args.statement, sweep.arm_names, lambda name: [s.name for s in screen_of(name)[0]])
+        statement.apply(args.stated, args)
+    if not args.arms:
+        raise UserError("name the arms' config files (the baseline first), or a confirmatory screen's --statement=FILE")
     if len(args.arms) < 2:
         raise UserError(
             f"one arm ({args.arms[0]}) has nothing to be compared with: name two config files or more, the "
@@ -279,15 +290,19 @@ def more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, key
     return added
 
 
+def screen_of(name: str) -> tuple[list, str]:
+    """A screen's settings and its default learning rates: a named screen's, or a JSON file's."""
+    if name.endswith(".json"):
+        screen, grid = screening.read_screen(name)
+        return screen, grid or screening.GRIDS["default"]
+    if name in screening.SCREENS:
+        return screening.SCREENS[name], screening.GRIDS[name]
+    raise UserError(f"--screen={name}: one of {', '.join(screening.SCREENS)}, or a .json file of settings")
+
+
 def chosen_settings(args) -> tuple[list, str]:
     """The screen's settings (those --settings names, if given) and its default learning rates."""
-    if args.screen.endswith(".json"):
-        screen, grid = screening.read_screen(args.screen)
-        grid = grid or screening.GRIDS["default"]
-    elif args.screen in screening.SCREENS:
-        screen, grid = screening.SCREENS[args.screen], screening.GRIDS[args.screen]
-    else:
-        raise UserError(f"--screen={args.screen}: one of {', '.join(screening.SCREENS)}, or a .json file of settings")
+    screen, grid = screen_of(args.screen)
     if not args.settings:
         return screen, grid
     names = comma_names(args.settings)
@@ -454,6 +469,9 @@ def write_report(settings, runs, keys, data, out_root: Path, args, started: floa
         "screen": args.screen,
     }
     lines = screening.markdown(report)
+    if getattr(args, "stated", None):  # the answer to what was stated, before everything reported
+        report["statement"] = statement.called(args.stated, results)
+        lines[2:2] = statement.markdown(args.stated, report["statement"])
     atomic_write_text(out_root / "screen.md", "\n".join(lines) + "\n")
     atomic_write_json(out_root / "screen.json", report, indent=1)
     screening.plot_accuracy(report, out_root / "screen.png")
