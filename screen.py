@@ -5,6 +5,7 @@ fresh seeds (nlq/comparison/screening.py; the tasks: nlq/data/tasks.py).
     python screen.py config/synth_*.py --dry_run                          # its runs and estimated time
     python screen.py config/synth_*.py --screen=full --jobs=8             # more settings and seeds
     python screen.py config/synth_*.py --screen=mad --executor=slurm --slurm_gpus=1   # MAD's own grid
+    python screen.py --statement=results/NAME/statement.json             # a confirmatory screen, as stated
 
 For each setting of the screen its dataset is made under OUT_ROOT/data/ (deterministic; kept when its
 settings are unchanged), then stage 1 runs every arm x grid point on --tune_seeds for every setting
