@@ -71,10 +71,10 @@ def sigint_noted():
     thread; elsewhere the list stays empty). torch.save turns the KeyboardInterrupt raised in its writer into a
     RuntimeError ('[enforce fail ...]'), which would read as a disk fault."""
     seen = []
-    if threading.current_thread() is not threading.main_thread():
+    before = signal.getsignal(signal.SIGINT)  # None: a handler installed outside Python, which is left alone
+    if threading.current_thread() is not threading.main_thread() or before is None:
         yield seen
         return
-    before = signal.getsignal(signal.SIGINT)
 
     def noted(signum, frame):
         if before is signal.SIG_IGN:

@@ -535,6 +535,8 @@ def check_distinct(runs) -> None:
     folder, or the same seed trained again) are one sample of their arm, and would narrow its interval."""
     seen = {}
     for r in runs:
+        if r.config.get("official"):  # an official run directory's config holds its model, not where it was made
+            continue
         key = json.dumps({k: v for k, v in r.config.items() if k not in WHERE}, sort_keys=True, default=str)
         if key in seen:
             raise CompareError(
