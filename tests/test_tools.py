@@ -148,7 +148,9 @@ def test_the_one_row_kernel_is_f_linear_only_where_faster_in_every_trial(monkeyp
 
     kernel, why = hardware.choose_row_kernel(step, "a step")
     shown = ", ".join(f"{r:.2f}" for r in ratios)
-    assert kernel == chosen and f"a step took {shown} x addmv's time through F.linear over 3 interleaved" in why
+    assert kernel == chosen and f"in a step, F.linear took {shown} x addmv's time in 3 alternating trials" in why
+    named = "F.linear (the matrix-matrix kernel)" if chosen == "linear" else "addmv (the matrix-vector kernel)"
+    assert why.startswith(f"one token's weight products through {named}: ")
 
 
 def test_decoding_measures_the_row_kernel_once_per_width_and_dtype(monkeypatch, tmp_path):
