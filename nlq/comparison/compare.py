@@ -386,7 +386,8 @@ def figure(runs, baseline: str, smooth=0.9, metric: Metric = LOSS):
         drawn[ax_train].append((steps, values))
     for ax, curves in drawn.items():  # the first steps' fall would flatten the arms' gap to a line
         last = max(steps[-1] for steps, _ in curves if steps)
-        ax.set_xlim((1 - LATE) * last, 1.02 * last)
+        if last > 0:  # runs evaluated at step 0 alone keep matplotlib's axis
+            ax.set_xlim((1 - LATE) * last, 1.02 * last)
         ax.set_ylim(*late_limits(curves))
     unit = "%" if metric.relative else "points"
     late = f"\nthe last {LATE:.0%} of training"
@@ -454,7 +455,8 @@ def improvement_panel(ax, runs, baseline: str, colors: dict, metric: Metric = LO
                 )
     ax.set_ylim(low, high)
     last = max(steps[-1] for steps, _, _ in curves.values())
-    ax.set_xlim(right=last * 1.25)  # room inside the panel for the labels at the curves' ends
+    if last > 0:  # room inside the panel for the labels at the curves' ends
+        ax.set_xlim(right=last * 1.25)
     gap, y_label = 0.05 * (high - low), -math.inf
     for y, arm in sorted((mean[-1], arm) for arm, (_, mean, _) in curves.items()):
         y_label = max(y, y_label + gap)
