@@ -50,6 +50,8 @@ def test_a_stated_screen_runs_its_seeds_for_every_arm_and_setting_and_adds_none(
         ({"seeds": []}, "seeds must be a non-empty list"),
         ({"alpha": 1.5}, "alpha=1.5: give the family's level, between 0 and 1"),
         ({"extra": 1}, "a statement holds exactly arms, baseline"),
+        ({"arms": [1, 2]}, "arms, settings and comparisons are lists of names (strings)"),
+        ({"stage1": ""}, "stage1 must be a non-empty str"),
     ],
 )
 def test_a_statement_the_screen_cannot_run_is_one_line_before_any_run(tmp_path, changes, words):

@@ -62,9 +62,11 @@ def read(path, arm_names, setting_names) -> Statement:
         raise StatementError(f"--statement={path}: holds {have}; a statement holds exactly {', '.join(FIELDS)}")
     for key, kind in FIELDS.items():
         value = float(raw[key]) if kind is float and isinstance(raw[key], int) else raw[key]
-        if not isinstance(value, kind) or (kind is list and not value):
+        if not isinstance(value, kind) or (kind in (list, str) and not value):
             raise StatementError(f"--statement={path}: {key} must be a non-empty {kind.__name__}")
         raw[key] = value
+    if not all(isinstance(x, str) and x for x in [*raw["arms"], *raw["settings"], *raw["comparisons"]]):
+        raise StatementError(f"--statement={path}: arms, settings and comparisons are lists of names (strings)")
     s = Statement(path=path, **raw)
     arms = arm_names(s.arms)
     if s.baseline not in arms:
