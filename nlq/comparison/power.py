@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlq.common.errors import UserError
-from nlq.comparison.screening import TO_MIDPOINT
+from nlq.comparison.screening import TO_MIDPOINT, sooner
 from nlq.comparison.stats import seeds_for_power
 
 MEASURES = ["accuracy", *TO_MIDPOINT]  # accuracy at the budget, and each cost to the midpoint
@@ -114,7 +114,7 @@ def shown(effect: float, measure: str) -> str:
     if measure == "accuracy":
         return f"{100 * effect:+.1f} pts"
     r = math.exp(effect)
-    return f"{r:.2f}x ({100 * abs(1 - r):.0f} % {'sooner' if r <= 1 else 'later'})"
+    return f"{r:.2f}x ({sooner(r)})"
 
 
 def plan(report: dict, compared: list[Comparison], effects, alpha=0.05, power=0.8, most=200) -> list[str]:

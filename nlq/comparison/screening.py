@@ -461,6 +461,11 @@ def ratio_lines(arms: dict, axes) -> list[str]:
     ]
 
 
+def sooner(ratio: float) -> str:
+    """A cost ratio to the baseline's in words: 0.43 -> '57 % sooner', 1.2 -> '20 % later'."""
+    return f"{100 * abs(1 - ratio):.0f} % {'sooner' if ratio <= 1 else 'later'}"
+
+
 def ratio_cell(r: dict) -> str:
     """'0.43x [0.36, 0.53], 57 % sooner, p 6e-07 (Holm 1e-06), Wilcoxon 0.0001', or the bounds that stop it."""
     if r["ratio"] is None:
@@ -468,7 +473,7 @@ def ratio_cell(r: dict) -> str:
     shown = f"{r['ratio']:.2f}x"
     if r["interval"]:
         shown += f" [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
-    shown += f", {100 * abs(1 - r['ratio']):.0f} % {'sooner' if r['ratio'] <= 1 else 'later'}"
+    shown += f", {sooner(r['ratio'])}"
     if r["p"] is not None:
         shown += f", p {r['p']:.2g} (Holm {r['p_holm']:.2g}), Wilcoxon {r['wilcoxon_p']:.2g}"
     return shown + f" ({r['n']} pairs)"

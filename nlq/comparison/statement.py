@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nlq.common.errors import UserError
 from nlq.comparison.power import MEASURES, Comparison
-from nlq.comparison.screening import TO_MIDPOINT
+from nlq.comparison.screening import TO_MIDPOINT, sooner
 from nlq.comparison.stats import holm
 
 FIELDS = {"arms": list, "baseline": str, "screen": str, "settings": list, "comparisons": list,
@@ -175,8 +175,7 @@ def markdown(s: Statement, rows: list[dict]) -> list[str]:
         if r["estimate"] is None:
             estimate = f"{r['bounds']} pair(s) hold a bound: no ratio"
         elif r["scale"] == "ratio":
-            way = "sooner" if r["estimate"] <= 1 else "later"
-            estimate = f"{r['estimate']:.2f}x ({100 * abs(1 - r['estimate']):.0f} % {way})"
+            estimate = f"{r['estimate']:.2f}x ({sooner(r['estimate'])})"
         else:
             estimate = f"{100 * r['estimate']:+.1f} pts"
         p = "—" if r["p"] is None else f"{r['p']:.3g}"
