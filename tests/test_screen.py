@@ -6,6 +6,7 @@ continued to the same result), and its one-line refusals."""
 import json
 import math
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -17,8 +18,8 @@ import pytest
 from helpers import HANG_S, error_of, screen_main, wait_until
 
 from model import GPTConfig, training_flops_per_token
+from nlq.comparison import records, screening
 from nlq.comparison import screen as screen_lib
-from nlq.comparison import screening
 from nlq.comparison import sweep as sweep_lib
 from nlq.comparison.compare import Run
 from nlq.comparison.stats import who_first
@@ -356,9 +357,9 @@ def test_a_tiny_screen_end_to_end_chooses_by_accuracy_and_continues_where_it_sto
     capsys.readouterr()
     screen_main([*command, f"--out_root={root}"])
     assert "start  " not in capsys.readouterr().out
-    subprocess.run(
-        ["rm", "-rf", str(root / "mq" / "nlq-learning_rate=1e-3-s3"), str(root / "mq" / "nlq-learning_rate=3e-2-s3")]
-    )
+    for lr in ("1e-3", "3e-2"):  # a run whose record is gone runs again (its directory gone too: from the start)
+        subprocess.run(["rm", "-rf", str(root / "mq" / f"nlq-learning_rate={lr}-s3")])
+        (root / "records" / "mq" / f"nlq-learning_rate={lr}-s3.json").unlink(missing_ok=True)
     screen_main([*command, f"--out_root={root}"])
     out = capsys.readouterr().out
     assert out.count("start  ") == 1 and "nlq learning_rate=" in out and "seed 3 (missing)" in out
@@ -684,7 +685,13 @@ def test_stage_two_is_planned_at_the_points_stage_one_chose_by_accuracy(tmp_path
         (r.out_dir / "config.json").write_text(json.dumps(config))
         evals = [{"step": 0, "val_loss": 3.0, "val_acc": 0.1}, {"step": r.max_iters, "val_loss": loss, "val_acc": acc}]
         (r.out_dir / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
-    stage2 = screen.chosen_runs(setting, stage1, data, arms, [2, 3], root, [], ["learning_rate"])
+    args = screen.parser().parse_args(arms)
+    args.jobs = 1
+    keep = screen.Keeper(tmp_path / "kept", None, root, args)
+    keep.write(stage1, multiple=1)  # the choice is read from the records: the run directories may be gone
+    for r in stage1:
+        shutil.rmtree(r.out_dir)
+    stage2 = screen.chosen_runs(setting, stage1, data, args, [2, 3], [], ["learning_rate"], keep)
     chosen = {"base": "1e-3", "nlq": "3e-2"}  # by accuracy; the loss would choose the other point of each
     assert sorted((r.arm, r.seed) for r in stage2) == [("base", 2), ("base", 3), ("nlq", 2), ("nlq", 3)]
     for r in stage2:
@@ -742,21 +749,29 @@ def test_a_run_short_at_its_budget_is_read_on_its_continuation():
     assert (base["tokens_to_midpoint"]["reached"], base["tokens_to_midpoint"]["by_budget"]) == (1, 1)
 
 
-def test_a_continuation_carried_further_before_is_read_only_to_the_multiple_asked(tmp_path):
-    """A run of 4 steps whose continuation holds evaluations to step 12 (3x): asked for 2x, its curve ends at
-    step 8; asked for 1x (never continue), it is not read."""
+def test_a_continuation_carried_further_before_is_recorded_only_to_the_multiple_asked(tmp_path):
+    """A run of 4 steps whose continuation holds evaluations to step 12 (3x): recorded at 2x, its continuation's
+    curve ends at step 8; at 1x (never continue), it has none."""
     out_root = tmp_path / "R"
     r = run("base", 2, [0.2, 0.3, 0.4, 0.5, 0.55])
-    r.name = str(out_root / "mq" / "base-s2")
-    path = out_root / "continued" / "mq" / "base-s2"
-    path.mkdir(parents=True)
-    (path / "config.json").write_text(json.dumps(r.config | {"max_iters": 12}))
-    records = [{"step": s, "val_loss": 0.5, "val_acc": 0.55, "tokens": 100 * s} for s in range(13)]
-    (path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in records))
-    read = screen_lib.continued_of([r], out_root, 2)
-    assert sorted(read[r.name].evals) == list(range(9)) and read[r.name].name == str(path)
-    assert screen_lib.continued_of([r], out_root, 1) == {}
-    assert screening.tokens_to_midpoint(r, FLOOR["token"], read[r.name]) == (800.0, False)
+    own, path = out_root / "mq" / "base-s2", out_root / "continued" / "mq" / "base-s2"
+    for d, config, steps in ((own, r.config, 5), (path, r.config | {"max_iters": 12}, 13)):
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(config))
+        evals = [{"step": s, "val_loss": 0.5, "val_acc": 0.55 if s > 4 else r.evals[s]["val_acc"], "tokens": 100 * s}
+                 for s in range(steps)]  # fmt: skip
+        (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in evals))
+    planned = Planned("base", 2, "c.py", own, 4)
+    args = screen_lib.parser().parse_args(["a.py", "b.py"])
+    args.jobs = 1
+    read = {}
+    for multiple in (2, 1):
+        keep = screen_lib.Keeper(tmp_path / f"kept{multiple}", None, out_root, args)
+        keep.write([planned], multiple)
+        _, read[multiple] = records.read(records.path_of(keep.folder, "mq", "base-s2"), None)
+    assert sorted(read[2].evals) == list(range(9)) and read[1] is None
+    later = read[2]
+    assert screening.tokens_to_midpoint(r, FLOOR["token"], later) == (800.0, False)
 
 
 def test_a_run_carried_on_is_the_run_of_the_longer_schedule_and_its_own_files_stay(tmp_path):
@@ -824,8 +839,9 @@ def test_only_the_stage_2_runs_short_of_the_midpoint_are_carried_on(tmp_path, mo
 
 def test_the_options_given_reach_the_report_as_given(tmp_path, monkeypatch):
     """screen.py's hand-off from its command line to the report, in the inner loop (only the slow end-to-end
-    screen reached it): the baseline, the overall's settings, the prices and their file, the grid's keys, the
-    continuation's multiple and the seeds, with every run stubbed away."""
+    screen reached it): the baseline, the overall's settings, the prices and their file, the grid's keys, each
+    setting's floor and the runs read (stage 1's on the tune seed), all kept in report_inputs.json beside the
+    records, with every run stubbed away."""
     steps = {"linear": {"train_step_s": {"median": 2.0}}, "residual_gelu": {"train_step_s": {"median": 3.0}}}
     (tmp_path / "p.json").write_text(json.dumps({"results": steps}))
     seen = {}
@@ -835,22 +851,23 @@ def test_the_options_given_reach_the_report_as_given(tmp_path, monkeypatch):
     monkeypatch.setattr(screen_lib, "continue_short", lambda *a: None)
     monkeypatch.setattr(screen_lib, "more_seeds", lambda *a: [])
     monkeypatch.setattr(screen_lib, "launch_all", lambda *a: None)
-    monkeypatch.setattr(screen_lib, "write_report", lambda *a: seen.update(zip(
-        ("settings", "runs", "keys", "data", "out_root", "args", "started", "prices"), a)))  # fmt: skip
+    monkeypatch.setattr(screen_lib.Keeper, "write", lambda *a, **k: None)
+    monkeypatch.setattr(screen_lib, "floor_of", lambda data_dir: {"token": 0.5, "data": str(data_dir)})
+    seen = {}
+    monkeypatch.setattr(screen_lib, "report_of", lambda inputs, recorded, stated: seen.update(inputs) or ({}, []))
+    monkeypatch.setattr(screen_lib.Keeper, "read_all", lambda self, names: ([], {}))
+    monkeypatch.setattr(screen_lib, "publish", lambda *a: seen.update(folder=a[2]))
     root = tmp_path / "R"
     screen_main([*tiny_screen(tmp_path), f"--out_root={root}", "--baseline=nlq", "--overall=mq32",
-                 f"--prices={tmp_path / 'p.json'}", "--continue_to=3", "--seeds=5,6", "--tune_seeds=4"])  # fmt: skip
-    args = seen["args"]
-    assert (args.baseline, args.overall, args.continue_to, args.seeds, args.tune_seeds) == (
-        "nlq",
-        ["mq32"],
-        3,
-        "5,6",
-        "4",
-    )
+                 f"--prices={tmp_path / 'p.json'}", "--seeds=5,6", "--tune_seeds=4"])  # fmt: skip
+    assert (seen["baseline"], seen["overall"], seen["keys"]) == ("nlq", ["mq32"], ["learning_rate"])
     assert seen["prices"] == {"file": str(tmp_path / "p.json"), "ratios": {"linear": 1.0, "residual_gelu": 1.5}}
-    assert seen["keys"] == ["learning_rate"] and [s.name for s in seen["settings"]] == ["mq", "mq32"]
-    assert seen["out_root"] == root and {r.seed for r in seen["runs"]} == {4}  # stage 1's runs (stage 2 stubbed)
+    assert {n: f["data"] for n, f in seen["floors"].items()} == {n: str(root / "data" / n) for n in ("mq", "mq32")}
+    assert sorted(seen["tasks"]) == ["mq", "mq32"] and seen["folder"] == root  # no statement, no --records
+    # stage 1's runs (stage 2 stubbed), by the names of their records: SETTING/RUN
+    assert seen["records"] == [f"{s}/tune-{a}-learning_rate={lr}-s4" for s in ("mq", "mq32") for a in ("base", "nlq")
+                               for lr in ("1e-3", "3e-2")]  # fmt: skip
+    assert json.loads((root / "report_inputs.json").read_text()) == {k: v for k, v in seen.items() if k != "folder"}
 
 
 def test_the_accuracy_figure_keeps_its_legend_off_the_bars_and_every_error_bar_in_view(monkeypatch, tmp_path):

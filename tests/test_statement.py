@@ -3,6 +3,7 @@ screen run exactly as stated (fixed seeds, no seed added by a rule), and each st
 by Holm over the stated comparisons, computed here by hand."""
 
 import json
+import subprocess
 
 import pytest
 from helpers import error_of, screen_main
@@ -100,14 +101,16 @@ def test_each_stated_comparison_is_called_by_holm_over_the_stated_ones():
 
 
 @pytest.mark.slow
-def test_a_stated_screen_end_to_end_answers_what_was_stated_first(tmp_path):
-    """The tiny screen run from its statement: the page opens with the stated comparisons, each called or not
-    on the report's own p values adjusted by Holm over the two stated (by hand here), before everything
-    reported; every arm ran exactly the stated seeds on every setting."""
+def test_a_stated_screen_end_to_end_answers_what_was_stated_first_and_keeps_its_records(tmp_path, capsys):
+    """The tiny screen run from its statement: the page, beside the statement, opens with the stated comparisons,
+    each called or not on the report's own p values adjusted by Holm over the two stated (by hand here), before
+    everything reported; every arm ran exactly the stated seeds on every setting. Its records rebuild the report
+    byte for byte, and on another machine (another --out_root, the first one gone) the same command runs nothing
+    and writes the same page."""
     path = write(tmp_path, comparisons=["nlq:mq:accuracy", "nlq:mq32:accuracy"])
-    root = tmp_path / "R"
+    root, folder = tmp_path / "R", path.parent
     screen_main([f"--statement={path}", f"--out_root={root}", "--continue_to=1"])
-    report = json.loads((root / "screen.json").read_text())
+    report = json.loads((folder / "screen.json").read_text())
     ps = [report["settings"][s]["arms"]["nlq"]["p"] for s in ("mq", "mq32")]
     known = sorted(p for p in ps if p is not None)  # a p the runs cannot give (no spread) stays None
     m, holm, running = len(known), {}, 0.0
@@ -116,6 +119,17 @@ def test_a_stated_screen_end_to_end_answers_what_was_stated_first(tmp_path):
         holm[p] = running
     assert [r["p_holm"] for r in report["statement"]] == pytest.approx([holm.get(p) for p in ps])
     assert [r["called"] for r in report["statement"]] == [p is not None and holm[p] < 0.05 for p in ps]
-    lines = (root / "screen.md").read_text().splitlines()
-    assert lines[2] == f"## Stated before the run ({path})" and lines[0].startswith("# The synthetic screen")
+    page = (folder / "screen.md").read_text()
+    lines = page.splitlines()
+    assert lines[2] == "## Stated before the run (statement.json, beside this page)"
+    assert lines[0].startswith("# The synthetic screen")
     assert all(report["settings"][s]["seeds"] == [101, 102, 103] for s in ("mq", "mq32"))
+    kept = sorted(p.relative_to(folder / "records").as_posix() for p in (folder / "records").rglob("*.json"))
+    assert len(kept) == 2 * (2 * 2 + 3 * 2)  # per setting: stage 1's 2 arms x 2 rates, stage 2's 3 seeds x 2 arms
+    assert sum(p.stat().st_size for p in (folder / "records").rglob("*.json")) < 2e6
+    screen_main([f"--rebuild={folder}", f"--out_root={tmp_path / 'rebuilt'}"])
+    assert (tmp_path / "rebuilt" / "screen.md").read_text() == page
+    subprocess.run(["rm", "-rf", str(root)])
+    capsys.readouterr()
+    screen_main([f"--statement={path}", f"--out_root={tmp_path / 'elsewhere'}", "--continue_to=1"])
+    assert "start  " not in capsys.readouterr().out and (folder / "screen.md").read_text() == page

@@ -24,14 +24,16 @@ class CompareError(UserError):
 
 
 class Run:
-    """One training run: its config and its step records (train records and evaluation records)."""
+    """One training run: its config and its step records (train records and evaluation records); a run read
+    from a screen's record (nlq/comparison/records.py) keeps its evaluations and, instead of its train records,
+    the summary of its step times the record holds (timing)."""
 
-    def __init__(self, name: str, config: dict, records):
+    def __init__(self, name: str, config: dict, records, timing: dict | None = None):
         if not isinstance(config, dict) or not isinstance(
             config.get("wandb_run_name") or config.get("query_mode"), str
         ):
             raise CompareError(f"{name}: its config is not a train.py run's (a JSON object with query_mode)")
-        self.name, self.config = name, config
+        self.name, self.config, self.timing = name, config, timing
         self.arm = config.get("wandb_run_name") or config["query_mode"]
         self.seed = config.get("seed")
         self.evals, self.steps = {}, {}  # step -> record; a later record of a step replaces an earlier one

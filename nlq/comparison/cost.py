@@ -95,7 +95,10 @@ def flops_per_token(run) -> float | None:
 
 
 def measured_seconds_per_token(run) -> float | None:
-    """The median of a run's logged step times over its tokens per step (None: it logged no time)."""
+    """The median of a run's logged step times over its tokens per step (None: it logged no time); a run read
+    from a record, its record's."""
+    if run.timing is not None:
+        return run.timing["seconds_per_token"]
     rates = [
         r["ms"] / 1e3 / (r["tokens"] / (step + 1))
         for step, r in run.steps.items()
@@ -106,7 +109,9 @@ def measured_seconds_per_token(run) -> float | None:
 
 def span(run) -> tuple[float, float] | None:
     """(start, end) wall-clock time of a run's logged steps, each from its end back by its own time; None for a
-    log that keeps no clock."""
+    log that keeps no clock; a run read from a record, its record's."""
+    if run.timing is not None:
+        return tuple(run.timing["span"]) if run.timing["span"] else None
     ends = [(r["time"], r.get("ms") or 0) for r in run.steps.values() if isinstance(r.get("time"), (int, float))]
     return (min(t - ms / 1e3 for t, ms in ends), max(t for t, _ in ends)) if ends else None
 

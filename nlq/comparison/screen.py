@@ -3,6 +3,7 @@ its time, and the report (nlq/comparison/screening.py)."""
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import time
@@ -15,14 +16,14 @@ from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writab
 from nlq.common.domains import At, Number
 from nlq.common.errors import UserError
 from nlq.common.figures import check_figure_path
-from nlq.comparison import cost, placement, screening, statement, sweep
+from nlq.comparison import cost, placement, records, screening, statement, sweep
 from nlq.comparison.compare import Run
 from nlq.comparison.screening import ACCURACY
 from nlq.data.examples import rescore_floor, write_task
 from nlq.data.tasks import TaskError
 from nlq.eval.accuracy import midpoint, tokens_to_reach
+from nlq.run import hardware
 from nlq.run.config import TrainConfig
-from nlq.run.rundir import read_metrics
 
 TOKENS_PER_SECOND = 60_000  # one run of the screen's model with one thread on the 2-core VM (docs/screening.md)
 CONTINUED = "continued"  # OUT_ROOT/continued/SETTING/RUN: a stage-2 run carried on past its budget
@@ -36,6 +37,16 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
         "--statement", metavar="JSON",
         help="a confirmatory screen's statement, committed before the run: its arms, settings, seeds and the "
         "comparisons called (nlq/comparison/statement.py); the screen runs exactly it",
+    )  # fmt: skip
+    p.add_argument(
+        "--records", metavar="DIR",
+        help="the folder that keeps the screen's plan, one small record per run and its report (default: the "
+        "statement's folder, else OUT_ROOT); a run recorded there is not run again (nlq/comparison/records.py)",
+    )  # fmt: skip
+    p.add_argument(
+        "--rebuild", metavar="DIR",
+        help="rebuild the report and figures of the screen kept in DIR from its records alone, into --out_root, "
+        "and say whether each file is identical to DIR's",
     )  # fmt: skip
     p.add_argument(
         "--baseline", help="the arm every other arm is compared with, by its name (default: the first config's)"
@@ -78,10 +89,50 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
 def screen(args, extra) -> None:
     """The screen args (screen.py's options, parser()) and extra (--key=value options for every run) ask for:
     each setting's data, stage 1, the choices, stage 2, the report."""
+    if args.rebuild:
+        return rebuild(args, extra)
     args.stated = None
     if args.statement:
-        args.stated = statement.read(args.statement, sweep.arm_names, lambda name: [s.name for s in screen_of(name)[0]])
+        args.stated = statement.read(args.statement, sweep.arm_names, setting_names)
         statement.apply(args.stated, args)
+    settings, grid, extra = checked(args, extra)
+    keys, points = sweep.grid_points(grid, extra)
+    tune_seeds, seeds = sweep.seed_list("--tune_seeds", args.tune_seeds), sweep.seed_list("--seeds", args.seeds)
+    if set(tune_seeds) & set(seeds):
+        raise UserError("--tune_seeds and --seeds share a seed: report on fresh seeds")
+    out_root, folder = Path(args.out_root), folder_of(args)
+    sweep.check_out_root(out_root)
+    held = same_screen(out_root, settings, args, grid, extra)
+    if folder != out_root:
+        same_screen(folder, settings, args, grid, extra)
+    keep = Keeper(folder, records.tag_of(args.statement), out_root, args)
+    data = {s.name: out_root / "data" / s.name for s in settings}
+    stage1 = [r for s in settings for r in plan(s, data[s.name], args.arms, tune_seeds, out_root, extra, points)]
+    sweep.check_arm_names(stage1, args.arms)
+    fresh = extra_seeds(tune_seeds + seeds, min(args.max_extra_seeds, max(screening.SEED_ROUNDS) - len(seeds)))
+    estimate(settings, stage1, args, len(seeds), len(fresh))
+    if args.dry_run:
+        return dry_run(stage1, args, seeds, fresh, settings, keep)
+    prepare_outputs(out_root, folder, held)
+    for s in settings:
+        prepare(s, data[s.name], out_root)
+    started = time.time()
+    run_stage1(stage1, args, keep)
+    stage2 = [r for s in settings for r in chosen_runs(s, stage1, data[s.name], args, seeds, extra, keys, keep)]
+    run_recorded(stage2, settings, data, args, keep, "stage-2")
+    for target in screening.seed_rounds(len(seeds), len(fresh)):
+        asked = seeds + fresh[: target - len(seeds)]
+        added = more_seeds(settings, stage1, stage2, asked, data, args, extra, keys, keep)
+        run_recorded(added, settings, data, args, keep, "extra-seed")
+        stage2 += added
+    inputs = report_inputs(settings, stage1 + stage2, keys, data, args)
+    atomic_write_json(folder / "report_inputs.json", inputs, indent=1)
+    report, lines = report_of(inputs, keep.read_all(inputs["records"]), args.stated)
+    publish(report, lines, folder, started)
+
+
+def checked(args, extra) -> tuple[list, list, list]:
+    """The screen's arms, options and settings checked before anything: (its settings, its grid, extra)."""
     if not args.arms:
         raise UserError("name the arms' config files (the baseline first), or a confirmatory screen's --statement=FILE")
     if len(args.arms) < 2:
@@ -102,60 +153,117 @@ def screen(args, extra) -> None:
     settings, rates = chosen_settings(args)
     screening.check_settings(settings)
     args.overall = overall_settings(args.overall, settings)
-    prices = {"file": args.prices, "ratios": cost.read_prices(args.prices)} if args.prices else None
-    grid = args.grid or [f"learning_rate={rates}"]
-    keys, points = sweep.grid_points(grid, extra)
-    tune_seeds, seeds = sweep.seed_list("--tune_seeds", args.tune_seeds), sweep.seed_list("--seeds", args.seeds)
-    if set(tune_seeds) & set(seeds):
-        raise UserError("--tune_seeds and --seeds share a seed: report on fresh seeds")
+    args.prices = {"file": args.prices, "ratios": cost.read_prices(args.prices)} if args.prices else None
     if args.max_extra_seeds < 0:
         raise UserError(f"--max_extra_seeds={args.max_extra_seeds}: give 0 (none) or more")
     if args.continue_to < 1:
         raise UserError(f"--continue_to={args.continue_to}: give a whole multiple of a run's budget, 1 (never) or more")
-    out_root = Path(args.out_root)
-    sweep.check_out_root(out_root)
-    held = same_screen(out_root, settings, args, grid, extra)
-    data = {s.name: out_root / "data" / s.name for s in settings}
-    stage1 = [r for s in settings for r in plan(s, data[s.name], args.arms, tune_seeds, out_root, extra, points)]
-    sweep.check_arm_names(stage1, args.arms)
-    fresh = extra_seeds(tune_seeds + seeds, min(args.max_extra_seeds, max(screening.SEED_ROUNDS) - len(seeds)))
-    estimate(settings, stage1, args, len(seeds), len(fresh))
-    if args.dry_run:
-        sweep.launch(stage1, args, extra=[])
-        print(f"stage 2: each arm's chosen point per setting x seeds {seeds}, once stage 1 has finished")
-        if fresh:
-            print(
-                f"then up to {len(fresh)} more seeds ({','.join(map(str, fresh))}) for each arm and setting whose "
-                f"interval holds zero (to {' then '.join(map(str, screening.seed_rounds(len(seeds), len(fresh))))} "
-                f"seeds): at most {len(fresh) * len(args.arms) * len(settings)} runs more (--max_extra_seeds)"
-            )
-        if args.gpus:
-            print(f"the whole screen: {whole_gpu_plan(settings, stage1, args, len(seeds), len(fresh))}")
-        return
-    out_root.mkdir(parents=True, exist_ok=True)
-    for name in ("screen.md", "screen.json"):
-        check_writable(f"the report {name}", out_root / name)
+    return settings, args.grid or [f"learning_rate={rates}"], extra
+
+
+def folder_of(args) -> Path:
+    """Where the screen keeps its plan, its runs' records and its report: the statement's folder, else --records,
+    else OUT_ROOT."""
+    if args.stated is not None:
+        if args.records and Path(args.records).resolve() != args.stated.path.resolve().parent:
+            raise UserError(f"--records={args.records}: a stated screen keeps its records beside its statement")
+        return args.stated.path.parent
+    return Path(args.records or args.out_root)
+
+
+def dry_run(stage1, args, seeds, fresh, settings, keep) -> None:
+    todo = [r for r in stage1 if not keep.has(r)]
+    if len(todo) < len(stage1):
+        print(f"{len(stage1) - len(todo)} stage-1 runs recorded in {keep.folder}: not run again")
+    sweep.launch(todo, args, extra=[])
+    print(f"stage 2: each arm's chosen point per setting x seeds {seeds}, once stage 1 has finished")
+    if fresh:
+        print(
+            f"then up to {len(fresh)} more seeds ({','.join(map(str, fresh))}) for each arm and setting whose "
+            f"interval holds zero (to {' then '.join(map(str, screening.seed_rounds(len(seeds), len(fresh))))} "
+            f"seeds): at most {len(fresh) * len(args.arms) * len(settings)} runs more (--max_extra_seeds)"
+        )
+    if args.gpus:
+        print(f"the whole screen: {whole_gpu_plan(settings, stage1, args, len(seeds), len(fresh))}")
+
+
+def prepare_outputs(out_root: Path, folder: Path, held: dict) -> None:
+    """The folders made, the report's files checked writable, the plan kept (in both, where they differ)."""
+    for place in dict.fromkeys([out_root, folder]):
+        place.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(place / "screen_plan.json", held, indent=1)
+    for name in ("screen.md", "screen.json", "report_inputs.json"):
+        check_writable(f"the report {name}", folder / name)
     for name in ("screen.png", "curves.png", "axes.png"):
-        check_figure_path("the figure", out_root / name)
-    atomic_write_json(out_root / "screen_plan.json", held, indent=1)
-    for s in settings:
-        prepare(s, data[s.name], out_root)
-    started = time.time()
-    finished, failures = sweep.launch(stage1, args, extra=[], tolerate=sweep.DIVERGED)
+        check_figure_path("the figure", folder / name)
+
+
+def run_stage1(stage1, args, keep) -> None:
+    """Stage 1's runs not recorded, then their records (a run that diverged too: it counts as its point's worst)."""
+    todo = [r for r in stage1 if not keep.has(r)]
+    finished, failures = sweep.launch(todo, args, extra=[], tolerate=sweep.DIVERGED)
     gave_up = {n for n, (code, _) in failures.items() if code == sweep.DIVERGED}
-    if any(r not in finished and str(r.out_dir) not in gave_up for r in stage1):
+    done = [r for r in todo if r in finished or str(r.out_dir) in gave_up]
+    keep.write(done, multiple=1)
+    if len(done) < len(todo):
         raise UserError("stage 1 is not complete (above): run the same command again; stage 2 starts after it")
-    stage2 = [
-        r for s in settings for r in chosen_runs(s, stage1, data[s.name], args.arms, seeds, out_root, extra, keys)
-    ]
-    launch_all(stage2, args, "stage-2")
-    continue_short(settings, stage2, data, args, out_root)
-    for target in screening.seed_rounds(len(seeds), len(fresh)):
-        asked = seeds + fresh[: target - len(seeds)]
-        added = more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys)
-        continue_short(settings, added, data, args, out_root)
-        stage2 += added
-    write_report(settings, stage1 + stage2, keys, data, out_root, args, started, prices)
+
+
+def run_recorded(runs, settings, data, args, keep, which: str) -> None:
+    """The runs not recorded, the arms of one seed of one setting at a time: run, carried on where short of the
+    midpoint, then recorded, so that a screen stopped keeps every pair it finished."""
+    todo = [r for r in runs if not keep.has(r)]
+    if len(todo) < len(runs):
+        print(f"{len(runs) - len(todo)} {which} runs recorded in {keep.folder}: not run again")
+    groups = {}
+    for r in todo:
+        groups.setdefault((r.out_dir.parent.name, r.seed), []).append(r)
+    for group in groups.values():
+        launch_all(group, args, which)
+        continue_short(settings, group, data, args, keep.out_root)
+        keep.write(group, args.continue_to)
+
+
+class Keeper:
+    """The screen's records in folder (nlq/comparison/records.py), made under the statement tagged tag, of the runs
+    trained under out_root."""
+
+    def __init__(self, folder: Path, tag, out_root: Path, args=None):
+        self.folder, self.tag, self.out_root, self.args = folder, tag, out_root, args
+
+    def machine(self) -> dict:
+        """What a record says its run ran on: the CPU, the runs at a time and each one's threads."""
+        jobs = self.args.jobs
+        threads = self.args.threads or (max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else os.cpu_count())
+        return {"machine": hardware.cpu_model() or "unknown", "jobs": jobs, "threads": threads}
+
+    @staticmethod
+    def name_of(r: sweep.Run) -> str:
+        return f"{r.out_dir.parent.name}/{r.out_dir.name}"
+
+    def has(self, r: sweep.Run) -> bool:
+        return records.recorded(self.folder, r.out_dir.parent.name, r.out_dir.name)
+
+    def write(self, runs, multiple: int) -> None:
+        for r in runs:
+            if not self.has(r):
+                later = self.out_root / CONTINUED / r.out_dir.parent.name / r.out_dir.name
+                later = later if multiple > 1 and (later / "metrics.jsonl").is_file() else None
+                made = records.make(r.out_dir, r.out_dir.parent.name, self.tag, self.machine(), later, multiple)
+                records.write(self.folder, made)
+
+    def read(self, runs) -> list[Run]:
+        return [records.read(records.path_of(self.folder, *self.name_of(r).split("/")), self.tag)[0] for r in runs]
+
+    def read_all(self, names) -> tuple[list[Run], dict]:
+        """The records of names (SETTING/RUN): (their runs, {run name: its continuation})."""
+        runs, continued = [], {}
+        for name in names:
+            run, later = records.read(records.path_of(self.folder, *name.split("/")), self.tag)
+            runs.append(run)
+            if later is not None:
+                continued[run.name] = later
+        return runs, continued
 
 
 def same_screen(out_root: Path, settings, args, grid, extra) -> dict:
@@ -249,45 +357,34 @@ def continue_short(settings, runs, data, args, out_root: Path) -> None:
     launch_all([c for _, c in todo], args, "continued")
 
 
-def continued_of(runs, out_root: Path, multiple: int) -> dict:
-    """{run name: its continuation read up to `multiple` times its budget} for the runs that have one (a
-    continuation carried further by an earlier --continue_to is read only that far)."""
-    out = {}
-    for r in runs:
-        path = out_root / CONTINUED / Path(r.name).parent.name / Path(r.name).name
-        if multiple > 1 and (path / "metrics.jsonl").is_file():
-            steps = r.config["max_iters"] * multiple
-            records = [x for x in read_metrics(path / "metrics.jsonl") if x.get("step", 0) <= steps]
-            out[r.name] = Run(str(path), json.loads((path / "config.json").read_text()), records)
-    return out
-
-
 def extra_seeds(used: list, most: int) -> list[int]:
     """`most` fresh seeds after every seed the screen uses (the rounds stop at SEED_ROUNDS' last count)."""
     return list(range(max(used) + 1, max(used) + 1 + max(0, most)))
 
 
-def more_seeds(settings, stage1, stage2, asked, data, args, out_root, extra, keys) -> list:
-    """One round of extra seeds: for each setting, the arms screening.wanting_seeds names on the runs so far (their
-    seeds before this round's, so that a rerun decides alike) run on this round's new seeds (asked, the seeds
-    the round ends with)."""
+def more_seeds(settings, stage1, stage2, asked, data, args, extra, keys, keep) -> list:
+    """One round of extra seeds: for each setting, the arms screening.wanting_seeds names on the runs recorded so
+    far (their seeds before this round's, so that a rerun decides alike) run on this round's new seeds (asked, the
+    seeds the round ends with)."""
     baseline = baseline_of(args)
     names = dict(zip(sweep.arm_names(args.arms), args.arms))
     added = []
     for s in settings:
-        here = [r for r in stage2 if r.out_dir.parent == out_root / s.name]
-        runs = [Run.from_dir(r.out_dir) for r in stage1 + here if r.out_dir.parent == out_root / s.name]
-        continued = continued_of(runs, out_root, args.continue_to)
+        here = [r for r in stage2 if r.out_dir.parent.name == s.name]
+        runs, continued = keep.read_all([keep.name_of(r) for r in stage1 + here if r.out_dir.parent.name == s.name])
         report = screening.setting_report(runs, keys, baseline, floor_of(data[s.name]), continued=continued)
         for arm in screening.wanting_seeds(report, baseline):
             held = {r.seed for r in here if r.arm == arm}
             new = [seed for seed in asked if seed not in held]
             point = next(r.point for r in here if r.arm == arm)
-            added += setting_runs(s, data[s.name], names[arm], arm, new, out_root, extra, point, "report")
+            added += setting_runs(s, data[s.name], names[arm], arm, new, keep.out_root, extra, point, "report")
             if new:
                 print(f"{s.name}: {arm} on seeds {','.join(map(str, new))} too (the rule on seeds: docs/screening.md)")
-    launch_all(added, args, "extra-seed")
     return added
+
+
+def setting_names(screen: str) -> list[str]:
+    return [s.name for s in screen_of(screen)[0]]
 
 
 def screen_of(name: str) -> tuple[list, str]:
@@ -345,13 +442,15 @@ def plan(setting, data_dir, arms, seeds, out_root, extra, points) -> list:
     ]
 
 
-def chosen_runs(setting, stage1, data_dir, arms, seeds, out_root, extra, keys) -> list:
-    """Stage 2 of one setting: each arm's point chosen on its stage-1 runs by accuracy, on the fresh seeds."""
-    chosen = sweep.chosen_points([r for r in stage1 if r.out_dir.parent == out_root / setting.name], keys, ACCURACY)
+def chosen_runs(setting, stage1, data_dir, args, seeds, extra, keys, keep) -> list:
+    """Stage 2 of one setting: each arm's point chosen on its recorded stage-1 runs by accuracy, on the fresh
+    seeds."""
+    tune = [r for r in stage1 if r.out_dir.parent.name == setting.name]
+    chosen = sweep.chosen_points(tune, keys, ACCURACY, dict(zip([r.out_dir for r in tune], keep.read(tune))))
     return [
         r
-        for config, arm in zip(arms, sweep.arm_names(arms))
-        for r in setting_runs(setting, data_dir, config, arm, seeds, out_root, extra, chosen[arm], "report")
+        for config, arm in zip(args.arms, sweep.arm_names(args.arms))
+        for r in setting_runs(setting, data_dir, config, arm, seeds, keep.out_root, extra, chosen[arm], "report")
     ]
 
 
@@ -442,41 +541,90 @@ def seq_len(settings, name: str) -> int:
     return next(s.settings["seq_len"] for s in settings if s.name == name)
 
 
-def write_report(settings, runs, keys, data, out_root: Path, args, started: float, prices=None) -> None:
-    baseline = baseline_of(args)
-    by_setting = {s.name: [Run.from_dir(r.out_dir) for r in runs if r.out_dir.parent == out_root / s.name]
-                  for s in settings}  # fmt: skip
-    results, continued = {}, {}
-    for s in settings:
-        ratios = prices["ratios"] if prices else None
-        continued[s.name] = continued_of(by_setting[s.name], out_root, args.continue_to)
-        floor = floor_of(data[s.name])
-        results[s.name] = screening.setting_report(by_setting[s.name], keys, baseline, floor, ratios, continued[s.name])
-    report = {
-        "baseline": baseline,
-        "prices": prices,
+def report_inputs(settings, planned, keys, data, args) -> dict:
+    """What the report reads beside the records (report_inputs.json, kept with them): the runs it reads, in order,
+    and the settings' floors and tasks, the baseline, the grid's keys, the prices and the overall's settings."""
+    return {
+        "records": [Keeper.name_of(r) for r in planned],
+        "baseline": baseline_of(args),
         "keys": keys,
-        "settings": results,
+        "prices": args.prices,
+        "overall": args.overall,
+        "floors": {s.name: floor_of(data[s.name]) for s in settings},
         "tasks": {s.name: {"task": s.task, "settings": s.settings, "axis": list(s.axis)} for s in settings},
-        "overall": screening.overall(results, by_setting, baseline, args.overall),
-        "budget": screening.budget(
-            [r for rs in by_setting.values() for r in rs],
-            runs,
-            args,
-            {n: c for cs in continued.values() for n, c in cs.items()},
-        ),
         "command": ["screen.py", *map(shlex.quote, args.arms)],
         "screen": args.screen,
     }
+
+
+def report_of(inputs: dict, recorded: tuple, stated) -> tuple[dict, list[str]]:
+    """The screen's report (screen.json) and page (screen.md's lines) from its records alone: recorded is
+    Keeper.read_all's (runs, continuations) of inputs' records; stated the statement (None: none)."""
+    runs, continued = recorded
+    baseline, ratios = inputs["baseline"], (inputs["prices"] or {}).get("ratios")
+    by_setting = {name: [r for r in runs if r.name.split("/")[0] == name] for name in inputs["floors"]}
+    results = {
+        name: screening.setting_report(rs, inputs["keys"], baseline, inputs["floors"][name], ratios, continued)
+        for name, rs in by_setting.items()
+    }
+    report = {
+        "baseline": baseline,
+        "prices": inputs["prices"],
+        "keys": inputs["keys"],
+        "settings": results,
+        "tasks": inputs["tasks"],
+        "overall": screening.overall(results, by_setting, baseline, inputs["overall"]),
+        "budget": screening.budget(runs, continued),
+        "command": inputs["command"],
+        "screen": inputs["screen"],
+    }
     lines = screening.markdown(report)
-    if getattr(args, "stated", None):  # the answer to what was stated, before everything reported
-        report["statement"] = statement.called(args.stated, results)
-        lines[2:2] = statement.markdown(args.stated, report["statement"])
-    atomic_write_text(out_root / "screen.md", "\n".join(lines) + "\n")
-    atomic_write_json(out_root / "screen.json", report, indent=1)
-    screening.plot_accuracy(report, out_root / "screen.png")
-    screening.plot_curves(report, out_root / "curves.png")
-    axes = screening.plot_axes(report, out_root / "axes.png")
+    if stated is not None:  # the answer to what was stated, before everything reported
+        report["statement"] = statement.called(stated, results)
+        lines[2:2] = statement.markdown(stated, report["statement"])
+    return report, lines
+
+
+REPORT_FILES = ("screen.md", "screen.json", "screen.png", "curves.png", "axes.png")
+
+
+def publish(report: dict, lines: list[str], folder: Path, started: float | None = None) -> list[Path]:
+    """The report's page, JSON and figures written in folder (axes.png only where an axis was run); their paths."""
+    atomic_write_text(folder / "screen.md", "\n".join(lines) + "\n")
+    atomic_write_json(folder / "screen.json", report, indent=1)
+    screening.plot_accuracy(report, folder / "screen.png")
+    screening.plot_curves(report, folder / "curves.png")
+    axes = screening.plot_axes(report, folder / "axes.png")
     print("\n".join(lines))
-    shown = ", ".join(str(out_root / n) for n in ("screen.md", "screen.json", "screen.png", "curves.png"))
-    print(f"\nreport: {shown}" + (f", {out_root / 'axes.png'}" if axes else "") + f" ({time.time() - started:.0f} s)")
+    written = [folder / n for n in REPORT_FILES if n != "axes.png" or axes]
+    took = f" ({time.time() - started:.0f} s)" if started is not None else ""
+    print(f"\nreport: {', '.join(map(str, written))}{took}")
+    return written
+
+
+def rebuild(args, extra) -> None:
+    """The report of the screen kept in --rebuild's folder, from its records alone, written into --out_root; each
+    file said identical to the folder's or not (exit 1 if any differs)."""
+    folder, dest = Path(args.rebuild), Path(args.out_root)
+    if extra or args.arms or args.statement:
+        raise UserError("--rebuild=DIR reads everything from DIR: give only --out_root beside it")
+    try:
+        inputs = json.loads((folder / "report_inputs.json").read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"--rebuild={folder}: no screen's report_inputs.json there ({e})") from None
+    if dest.resolve() == folder.resolve() or (dest / "screen_plan.json").exists():
+        raise UserError(f"--out_root={dest} holds a screen: give a folder of its own for the rebuilt report")
+    stated_path = folder / "statement.json"
+    stated = None
+    if stated_path.is_file():
+        stated = statement.read(stated_path, sweep.arm_names, setting_names, check_spent=False)
+    keep = Keeper(folder, records.tag_of(stated_path if stated else None), dest)
+    report, lines = report_of(inputs, keep.read_all(inputs["records"]), stated)
+    dest.mkdir(parents=True, exist_ok=True)
+    written = publish(report, lines, dest)
+    theirs = {p.name: folder / p.name for p in written}
+    differ = [p.name for p in written if not theirs[p.name].is_file() or theirs[p.name].read_bytes() != p.read_bytes()]
+    for p in written:
+        print(f"{p.name}: {'differs from' if p.name in differ else 'identical to'} {folder / p.name}")
+    if differ:
+        raise UserError(f"the rebuilt {', '.join(differ)} differ from {folder}'s: the code reading the records changed")

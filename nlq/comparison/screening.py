@@ -16,7 +16,6 @@ midpoint averaged geometrically over them, compared with the baseline's likewise
 
 import json
 import math
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -552,29 +551,26 @@ def budget_lines(budget: dict) -> list[str]:
         f"{budget['runs']} runs{f' ({more} of them carried on past their budget)' if more else ''}, "
         f"{budget['tokens']:,} training tokens, {budget['flops']:.3g} training FLOPs; "
         f"{budget['hours']:.2f} hours of runs, {budget['wall_hours']:.2f} hours from the first run's start to the "
-        f"last one's end ({budget['jobs']} at a time, {budget['threads']} threads each)"
+        f"last one's end ({budget['jobs']} at a time, {budget['threads']} threads each"
+        + (f", on {budget['machine']})" if budget.get("machine") else ")")  # reports before records said none
     ]
 
 
-def budget(runs, planned, args, continued=None) -> dict:
-    """What the screen spent: its runs, their training tokens and FLOPs (tuning.budget) with the steps their
-    continuations added (continued: {run name: its continuation}), the hours of the runs (from each run
-    directory's config.json, written at its start, to its metrics.jsonl's last write) and from the first
-    start to the last end."""
-    continued = continued or {}
+def budget(runs, continued: dict) -> dict:
+    """What the screen spent, from its runs' records (nlq/comparison/records.py): its runs, their training tokens
+    and FLOPs (tuning.budget) with the steps their continuations added (continued: {run name: its
+    continuation}), the hours of the runs (each from its start to its log's last write) and from the first start
+    to the last end, and the machines, runs at a time and threads each they ran with."""
     spent, more = tuning.budget(runs), tuning.budget(list(continued.values()))
     less = tuning.budget([r for r in runs if r.name in continued])  # the steps a continuation copied
     for key in ("tokens", "flops"):
         spent[key] += more[key] - less[key]
     spent["continued"] = len(continued)
-    spans = []
-    for out_dir in [r.out_dir for r in planned] + [Path(c.name) for c in continued.values()]:
-        start, end = (out_dir / "config.json").stat().st_mtime, (out_dir / "metrics.jsonl").stat().st_mtime
-        spans.append((start, end))
+    spans = [r.timing["wall"] for r in [*runs, *continued.values()]]
     hours = sum(end - start for start, end in spans) / 3600
     wall = (max(e for _, e in spans) - min(s for s, _ in spans)) / 3600
-    threads = args.threads or (max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else os.cpu_count())
-    return spent | {"hours": hours, "wall_hours": wall, "jobs": args.jobs, "threads": threads}
+    ran = {key: sorted({r.timing[key] for r in runs}, key=str) for key in ("machine", "jobs", "threads")}
+    return spent | {"hours": hours, "wall_hours": wall} | {k: " or ".join(map(str, v)) for k, v in ran.items()}
 
 
 def plot_accuracy(report: dict, path) -> None:

@@ -49,9 +49,10 @@ class Statement:
     stage1: str
 
 
-def read(path, arm_names, setting_names) -> Statement:
+def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
     """The statement at path, each field of its type and each name one the screen has: arm_names(configs) gives
-    the arms' names, setting_names(screen) the screen's settings (both screen.py's)."""
+    the arms' names, setting_names(screen) the screen's settings (both screen.py's); with check_spent, its seeds
+    none that another screen kept beside it used (a rebuild reads a statement already run: no check)."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
@@ -78,7 +79,7 @@ def read(path, arm_names, setting_names) -> Statement:
             f"({', '.join(setting_names(s.screen))})"
         )
     check_comparisons(s, [a for a in arms if a != s.baseline])
-    check_seeds(s)
+    check_seeds(s, check_spent)
     if not 0 < s.alpha < 1:
         raise StatementError(f"--statement={path}: alpha={s.alpha}: give the family's level, between 0 and 1")
     return s
@@ -103,27 +104,35 @@ def check_comparisons(s: Statement, arms: list) -> None:
         seen.add(text)
 
 
-def check_seeds(s: Statement) -> None:
-    """Whole seeds, each once, the tune seeds apart from the reported ones, and none a recorded screen used:
-    a statement beside another in results/ (its parent's siblings) names its seeds, and they are spent."""
+def check_seeds(s: Statement, check_spent: bool = True) -> None:
+    """Whole seeds, each once, the tune seeds apart from the reported ones, and none a recorded screen used: a
+    screen kept beside this one in results/ (its parent's siblings) names its seeds in its statement.json or
+    its screen_plan.json, and they are spent."""
     every = [*s.tune_seeds, *s.seeds]
     if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in every) or len(set(every)) < len(
         every
     ):
         raise StatementError(f"--statement={s.path}: seeds and tune_seeds: whole numbers >= 0, each once, apart")
-    for other in sorted(s.path.resolve().parent.parent.glob("*/statement.json")):
-        if other == s.path.resolve():
+    if not check_spent:
+        return
+    here = s.path.resolve().parent
+    for other in sorted(here.parent.glob("*/statement.json")) + sorted(here.parent.glob("*/screen_plan.json")):
+        if other.parent == here:
             continue
-        try:
-            used = json.loads(other.read_text())
-            spent = set(used["seeds"]) | set(used["tune_seeds"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # not a statement: nothing it says is spent
-        again = sorted(spent & set(every))
+        again = sorted(spent_by(other) & set(every))
         if again:
             raise StatementError(
                 f"--statement={s.path}: seed {again[0]} was used by {other}: a confirmatory screen runs fresh seeds"
             )
+
+
+def spent_by(path: Path) -> set:
+    """The seeds a statement or a screen's plan names (none: not one)."""
+    try:
+        used = json.loads(path.read_text())
+        return {int(x) for key in ("seeds", "tune_seeds") for x in str(used[key]).strip("[]").split(",") if x.strip()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
 
 
 def apply(s: Statement, args) -> None:
@@ -162,7 +171,7 @@ def called(s: Statement, results: dict) -> list[dict]:
 def markdown(s: Statement, rows: list[dict]) -> list[str]:
     """The answer to what was stated, first on the page: each comparison called or not."""
     lines = [
-        f"## Stated before the run ({s.path})",
+        f"## Stated before the run ({Path(s.path).name}, beside this page)",
         "",
         f"Stage 1: {s.stage1}. Seeds {', '.join(map(str, s.seeds))} for every arm on every setting; called where p "
         f"after Holm over the {len(rows)} stated comparisons is below {s.alpha:g}. Everything below this section is "

@@ -571,9 +571,10 @@ def grid_points(grid: list[str], extra) -> tuple[list[str], list[dict]]:
     return keys, [dict(zip(keys, combo)) for combo in itertools.product(*axes.values())]
 
 
-def chosen_points(stage1: list[Run], keys, metric: Metric = LOSS) -> dict:
-    """{arm: its chosen grid point as given on the command line}: tuning.choose on stage 1's runs."""
-    runs = {r.out_dir: compare.Run.from_dir(r.out_dir) for r in stage1}
+def chosen_points(stage1: list[Run], keys, metric: Metric = LOSS, runs: dict | None = None) -> dict:
+    """{arm: its chosen grid point as given on the command line}: tuning.choose on stage 1's runs (runs: {out_dir:
+    its compare.Run} where they were read already, e.g. from a screen's records; else read from their out_dirs)."""
+    runs = runs or {r.out_dir: compare.Run.from_dir(r.out_dir) for r in stage1}
     choice = tuning.choose(list(runs.values()), keys, metric)
     out = {}
     for r in stage1:

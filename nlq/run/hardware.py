@@ -147,8 +147,7 @@ def machine_cached(name: str, what: str, compute, valid):
     """compute(), once per machine (CPU model, threads, torch version) and what: kept in the user's cache
     directory (nonlinear-queries/<name>.json), so later runs on this machine reuse it. A cached value that
     valid(value) rejects, or an unreadable file, is computed again; an unwritable home, every time."""
-    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), "")
-    key = f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {what}"
+    key = f"{cpu_model()} | {torch.get_num_threads()} threads | torch {torch.__version__} | {what}"
     path = cache_path(name)
     try:
         cached = json.loads(path.read_text())
@@ -178,6 +177,12 @@ def cached_cpu_flops(dtype: torch.dtype, at_least: float = 0.0) -> float:
         return isinstance(value, float) and value >= at_least
 
     return machine_cached("cpu_peak", str(dtype), lambda: max([measure_cpu_flops(dtype), *cached]), valid)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux; '' elsewhere)."""
+    names = [line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")]
+    return names[0] if names else ""
 
 
 def _cpuinfo() -> str:
