@@ -423,6 +423,12 @@ def test_a_number_option_outside_its_domain_is_argparses_one_line(tmp_path, caps
         (["--settings=mq", "--overall=mq32"], "--overall=mq32: name settings this screen runs, each once: mq"),
         (["--overall=mq,mq"], "--overall=mq,mq: name settings"),
         (["--overall=,"], "--overall=,: name settings"),
+        (["--ladder=n_embd=16"], "--ladder=n_embd=16: give n_embd or n_layer=V1,V2,... with two sizes or more"),
+        (["--ladder=n_embd=16,16"], "each once"),
+        (["--ladder=n_embd=16,0"], "each a whole number >= 1"),
+        (["--ladder=n_embd=16,x"], "each a whole number >= 1"),
+        (["--ladder=n_head=1,2"], "give n_embd or n_layer"),
+        (["--ladder=n_embd=16,12"], "n_embd=12 is not a whole number of heads 8 wide (the head width is held"),
     ],
 )
 @pytest.mark.parametrize("dry_run", [[], ["--dry_run"]])
@@ -922,3 +928,28 @@ def test_each_cost_to_the_midpoint_is_also_a_paired_ratio_and_bounds_leave_it_to
     runs = [run("nlq", 3, [0.4, 0.5, 0.55, 0.58, 0.59]) if (x.arm, x.seed) == ("nlq", 3) else x for x in hand_made()]
     bounded = screening.setting_report(runs, ["learning_rate"], "base", FLOOR)["arms"]["nlq"]["tokens_to_midpoint"]
     assert bounded["ratio"] == {"ratio": None, "bounds": 1, "n": 2} and bounded["first"]["arm_first"] == 1
+
+
+def test_a_ladder_is_each_setting_at_each_width_with_the_head_width_held(tmp_path, capsys):
+    """--ladder=n_embd=8,16,32 on the tiny screen (its arms 16 wide, 2 heads: heads 8 wide): each setting at each
+    width is a setting of its own (its own stage 1), 1, 2 and 4 heads, the width on its axis; the dry run gives
+    each width's training FLOPs a token, the model's own count for that size (model.training_flops_per_token),
+    and its hours scaled by it against the arms' own width."""
+    command = [*tiny_screen(tmp_path), f"--out_root={tmp_path / 'R'}", "--ladder=n_embd=8,16,32", "--dry_run"]
+    screen_main(command)
+    out = capsys.readouterr().out
+    args, _ = screen_lib.parser().parse_known_args(command)
+    settings, _ = screen_lib.chosen_settings(args)
+    assert [s.name for s in settings] == [f"{n}-n_embd={w}" for n in ("mq", "mq32") for w in (8, 16, 32)]
+    assert [s.axis for s in settings[:3]] == [("n_embd", 8), ("n_embd", 16), ("n_embd", 32)]
+    tune = [line for line in out.splitlines() if line.startswith("start") and "mq-n_embd=32/" in line]
+    assert len(tune) == 4 and all("--n_embd=32 --n_head=4 " in line for line in tune)  # 2 arms x 2 rates
+    for name, width in (("mq", 8), ("mq", 32), ("mq32", 16)):
+        vocab = 16 if name == "mq" else 32
+        flops = training_flops_per_token(GPTConfig(n_layer=1, n_head=width // 8, n_embd=width, vocab_size=vocab,
+                                                   block_size=8, bias=False), 8)  # fmt: skip
+        own = training_flops_per_token(GPTConfig(n_layer=1, n_head=2, n_embd=16, vocab_size=vocab, block_size=8,
+                                                 bias=False), 8)  # fmt: skip
+        line = next(x for x in out.splitlines() if x.startswith(f"  {name}-n_embd={width} "))
+        assert f"(n_embd={width}, n_head={width // 8}): {flops:,.0f} training FLOPs a token" in line
+        assert f"({flops / own:.2f}x the config's FLOPs a token)" in line

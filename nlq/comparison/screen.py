@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from configurator import parse
-from model import GPTConfig
+from model import GPTConfig, training_flops_per_token
 from nlq.common.atomic import atomic_write_json, atomic_write_text, check_writable
 from nlq.common.domains import At, Number
 from nlq.common.errors import UserError
@@ -61,6 +61,11 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
         help="a comma list of the settings the overall answer reads, named before the run (default: those where "
         "the baseline is informative; all if none is)",
     )
+    p.add_argument(
+        "--ladder", metavar="KEY=V1,V2",
+        help="every setting at each model size, n_embd (the head width held at the arms' config's) or n_layer, "
+        "each size a setting of its own tuned on its own stage 1 (e.g. --ladder=n_embd=32,64,128)",
+    )  # fmt: skip
     p.add_argument("--grid", action="append", metavar="KEY=V1,V2", help="a grid axis (default: the screen's)")
     p.add_argument("--tune_seeds", default="1", help="stage 1's seeds")
     p.add_argument("--seeds", default="2,3,4", help="stage 2's seeds, disjoint from --tune_seeds")
@@ -398,15 +403,29 @@ def screen_of(name: str) -> tuple[list, str]:
 
 
 def chosen_settings(args) -> tuple[list, str]:
-    """The screen's settings (those --settings names, if given) and its default learning rates."""
+    """The screen's settings (those --settings names, if given; each at every size of --ladder) and its default
+    learning rates."""
     screen, grid = screen_of(args.screen)
-    if not args.settings:
-        return screen, grid
-    names = comma_names(args.settings)
-    unknown = [n for n in names if n not in {s.name for s in screen}]
-    if unknown or not names:
-        raise UserError(f"--settings={args.settings}: the screen has {', '.join(s.name for s in screen)}")
-    return [s for s in screen if s.name in names], grid
+    if args.settings:
+        names = comma_names(args.settings)
+        unknown = [n for n in names if n not in {s.name for s in screen}]
+        if unknown or not names:
+            raise UserError(f"--settings={args.settings}: the screen has {', '.join(s.name for s in screen)}")
+        screen = [s for s in screen if s.name in names]
+    if args.ladder:
+        screen = screening.ladder(screen, args.ladder, head_width(args.arms))
+    return screen, grid
+
+
+def head_width(arms) -> int:
+    """The arms' configs' head width (n_embd / n_head), one for all of them."""
+    widths = {}
+    for config in arms:
+        _, model = parse([config], TrainConfig, GPTConfig)
+        widths[config] = model.n_embd // model.n_head
+    if len(set(widths.values())) > 1:
+        raise UserError(f"--ladder: the arms' heads differ in width ({widths}): give arms of one head width")
+    return next(iter(widths.values()))
 
 
 def comma_names(option: str) -> list[str]:
@@ -496,12 +515,12 @@ def estimate(settings, stage1, args, seeds: int, extra: int = 0) -> None:
     arms, fresh = len(args.arms), {}
     tokens = 0
     for r in stage1:
-        setting = r.out_dir.parent.name
-        cfg, _ = parse([r.config, *r.options], TrainConfig, GPTConfig)
-        run_tokens = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.max_iters * seq_len(settings, setting)
-        tokens += run_tokens
-        fresh[setting] = run_tokens * seeds * arms
+        n = run_tokens(r, settings)
+        tokens += n
+        fresh[r.out_dir.parent.name] = n * seeds * arms
     tokens += sum(fresh.values())
+    if any(s.model for s in settings):
+        size_costs(settings, stage1, args, fresh)
     runs = len(stage1) + seeds * arms * len(settings)
     run_hours = tokens / args.tokens_per_s / 3600
     if args.executor == "local" and args.gpus:
@@ -527,6 +546,29 @@ def estimate(settings, stage1, args, seeds: int, extra: int = 0) -> None:
             f"included, {screening.tokens_text(most)} tokens more, about {hours:.1f} "
             + ("hours" if local else "run-hours")
         )
+
+
+def size_costs(settings, stage1, args, fresh: dict) -> None:
+    """Per setting of a ladder: its model's size, its training FLOPs per token (the baseline's config there), and
+    its stage 1 and 2's tokens and hours, the hours at --tokens_per_s scaled by the FLOPs per token over the
+    arms' config's own (a wider model's step costs more)."""
+    _, own = parse([args.arms[0]], TrainConfig, GPTConfig)
+    for s in settings:
+        r = next(r for r in stage1 if r.out_dir.parent.name == s.name)
+        _, model = parse([r.config, *r.options], TrainConfig, GPTConfig)
+        flops = training_flops_per_token(model, model.block_size)
+        tokens = sum(run_tokens(x, settings) for x in stage1 if x.out_dir.parent.name == s.name) + fresh[s.name]
+        at_own_size = replace(model, n_embd=own.n_embd, n_head=own.n_head, n_layer=own.n_layer)
+        scale = flops / training_flops_per_token(at_own_size, model.block_size)
+        hours = tokens / args.tokens_per_s / 3600 * scale / (args.jobs if args.executor == "local" else 1)
+        size = ", ".join(f"{k}={v}" for k, v in s.model.items())
+        print(f"  {s.name} ({size}): {flops:,.0f} training FLOPs a token, {tokens / 1e6:,.1f}M tokens, about "
+              f"{hours:.2f} hours ({scale:.2f}x the config's FLOPs a token)")  # fmt: skip
+
+
+def run_tokens(r, settings) -> int:
+    cfg, _ = parse([r.config, *r.options], TrainConfig, GPTConfig)
+    return cfg.batch_size * cfg.gradient_accumulation_steps * cfg.max_iters * seq_len(settings, r.out_dir.parent.name)
 
 
 def whole_gpu_plan(settings, stage1, args, seeds: int, extra: int) -> str:

@@ -17,7 +17,7 @@ midpoint averaged geometrically over them, compared with the baseline's likewise
 import json
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -61,12 +61,14 @@ class Setting:
     num_test: int = 1_280
     seed: int = 12345
     axis: tuple = ()  # (key, value): its place on a difficulty axis of its task
+    model: dict = field(default_factory=dict)  # the model's size where it is not the arms' config's (a ladder)
 
     def options(self, data_dir) -> list[str]:
         """train.py's options for a run on this setting: its data, context and vocabulary, its length (warmup
-        a twentieth, cosine to the end), an evaluation every sixteenth of it."""
+        a twentieth, cosine to the end), an evaluation every sixteenth of it, and its model's size if set."""
         s = self.settings
         return [
+            *(f"--{k}={v}" for k, v in self.model.items()),
             f"--dataset={data_dir}",
             f"--block_size={s['seq_len']}",
             f"--vocab_size={s['vocab_size']}",
@@ -180,9 +182,37 @@ def read_screen(path) -> tuple[list, str | None]:
     return settings, spec.get("grid")
 
 
+LADDER_KEYS = ("n_embd", "n_layer")
+
+
+def ladder(settings, option: str, head_width: int) -> list[Setting]:
+    """--ladder=KEY=V1,V2,...: each setting at each model size, a setting of its own (NAME-KEY=V, its size on its
+    difficulty axis), so that each size is tuned on its own stage 1. Along n_embd the head width is held
+    (head_width, the arms' config's: n_head = n_embd / it); along n_layer the width is the config's."""
+    key, _, values = option.partition("=")
+    try:
+        sizes = [int(v) for v in values.split(",")]
+    except ValueError:
+        sizes = []
+    if key not in LADDER_KEYS or len(sizes) < 2 or len(set(sizes)) < len(sizes) or min(sizes) < 1:
+        raise ScreenError(
+            f"--ladder={option}: give {' or '.join(LADDER_KEYS)}=V1,V2,... with two sizes or more, each a whole "
+            "number >= 1, each once (e.g. --ladder=n_embd=32,64,128)"
+        )
+    if key == "n_embd" and any(w % head_width for w in sizes):
+        odd = next(w for w in sizes if w % head_width)
+        raise ScreenError(
+            f"--ladder={option}: n_embd={odd} is not a whole number of heads {head_width} wide (the head width is "
+            f"held at the arms' config's): give multiples of {head_width}"
+        )
+    model = {w: {"n_embd": w, "n_head": w // head_width} if key == "n_embd" else {"n_layer": w} for w in sizes}
+    return [replace(s, name=f"{s.name}-{key}={w}", axis=(key, w), model=model[w]) for s in settings for w in sizes]
+
+
 def json_ready(setting: Setting) -> dict:
     """A setting as screen_plan.json and a screen of one's own write it."""
-    return {**setting.__dict__, "axis": list(setting.axis)}
+    held = {k: v for k, v in setting.__dict__.items() if k != "model" or v}  # plans made before ladders hold none
+    return {**held, "axis": list(setting.axis)}
 
 
 def check_settings(settings) -> None:
@@ -192,6 +222,9 @@ def check_settings(settings) -> None:
         missing = [k for k in ("vocab_size", "seq_len") if not isinstance(held.get(k), int) or held[k] < 1]
         if missing:
             raise ScreenError(f"setting {s.name}: give its settings {' and '.join(missing)} (positive integers)")
+        sizes = s.model if isinstance(s.model, dict) else {"model": s.model}
+        if any(k not in ("n_embd", "n_head", "n_layer") or not isinstance(v, int) or v < 1 for k, v in sizes.items()):
+            raise ScreenError(f"setting {s.name}: model {s.model}: give n_embd, n_head or n_layer, whole numbers >= 1")
         if not isinstance(s.max_iters, int) or isinstance(s.max_iters, bool) or s.max_iters < 1:
             raise ScreenError(f"setting {s.name}: max_iters={s.max_iters!r}: give its steps, an integer >= 1")
         try:
