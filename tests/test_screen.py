@@ -953,3 +953,46 @@ def test_a_ladder_is_each_setting_at_each_width_with_the_head_width_held(tmp_pat
         line = next(x for x in out.splitlines() if x.startswith(f"  {name}-n_embd={width} "))
         assert f"(n_embd={width}, n_head={width // 8}): {flops:,.0f} training FLOPs a token" in line
         assert f"({flops / own:.2f}x the config's FLOPs a token)" in line
+
+
+def test_the_ladder_figure_draws_accuracy_and_tokens_against_width_with_intervals_over_seeds(monkeypatch, tmp_path):
+    """Zoology's figure, read back from its axes: per setting of the ladder, each arm's mean final accuracy
+    (top) and geometric-mean tokens to the midpoint (bottom) against the width, both axes of sizes on a log
+    scale, each point's bar the 95 % t interval over its two seeds (t 12.706, worked by hand here), the floor
+    dashed and the midpoint dotted; no ladder, no figure."""
+    drawn = []
+    monkeypatch.setattr(screening, "save", lambda fig, path: drawn.append(fig))
+    report = {"tasks": {}, "settings": {}}
+    for width in (8, 16, 32):
+        name = f"mq-n_embd={width}"
+        report["tasks"][name] = {"task": "mqar", "settings": {}, "axis": ["n_embd", width]}
+        arms = {}
+        for arm, final, tokens in (("base", [0.5, 0.7], [400.0, 100.0]), ("nlq", [0.9, 0.9], [100.0, 100.0])):
+            curves = {str(seed): [[0, 0.2], [100, acc + width / 1000]] for seed, acc in zip((2, 3), final)}
+            arms[arm] = {"curves": curves, "tokens_to_midpoint": {"values": [t * width for t in tokens]}}
+        report["settings"][name] = {"floor": {"token": 0.2}, "midpoint": 0.6, "arms": arms}
+    assert screening.plot_ladder(report, tmp_path / "l.png")
+    top, bottom = drawn[0].axes
+    assert top.get_title() == "mq" and bottom.get_xlabel() == "n_embd"
+    assert (top.get_xscale(), bottom.get_xscale(), bottom.get_yscale()) == ("log", "log", "log")
+    # each arm's points: its errorbar's data line, and its bars
+    lines = {(ax, c.get_label()): c.lines[0] for ax in (top, bottom) for c in ax.containers}
+    bars = {(ax, c.get_label()): c.lines[2][0] for ax in (top, bottom) for c in ax.containers}
+    assert list(lines[(top, "base")].get_xdata()) == [8, 16, 32]
+    assert list(lines[(top, "base")].get_ydata()) == pytest.approx([0.6 + w / 1000 for w in (8, 16, 32)])
+    assert list(lines[(bottom, "base")].get_ydata()) == pytest.approx(
+        [200.0 * w for w in (8, 16, 32)]
+    )  # sqrt(400 x 100)
+    assert list(lines[(bottom, "nlq")].get_ydata()) == pytest.approx([100.0 * w for w in (8, 16, 32)])
+    half = 12.706 * 0.2 / 2  # two seeds 0.2 apart: sd 0.2 / sqrt 2, over sqrt 2
+    spans = {arm: [float(seg[1][1] - seg[0][1]) for seg in bars[(top, arm)].get_segments()] for arm in ("base", "nlq")}
+    assert spans == {"base": pytest.approx([2 * half] * 3, rel=1e-3), "nlq": [0.0] * 3}  # nlq's seeds agree
+    log_half = 12.706 * math.log(4) / math.sqrt(2) / math.sqrt(2)  # logs of 400 and 100: sd log 4 / sqrt 2
+    ends = sorted(float(y) for y in bars[(bottom, "base")].get_segments()[0][:, 1])
+    assert ends == pytest.approx([1600 * math.exp(-log_half), 1600 * math.exp(log_half)], rel=1e-3)
+    styles = {
+        line.get_linestyle(): line.get_ydata()[0] for line in top.get_lines() if line.get_linestyle() in ("--", ":")
+    }
+    assert styles == pytest.approx({"--": 0.2, ":": 0.6})
+    report["tasks"] = {n: t | {"axis": []} for n, t in report["tasks"].items()}
+    assert not screening.plot_ladder(report, tmp_path / "none.png") and len(drawn) == 1

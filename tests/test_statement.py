@@ -53,14 +53,31 @@ def test_a_stated_screen_runs_its_seeds_for_every_arm_and_setting_and_adds_none(
         ({"extra": 1}, "a statement holds exactly arms, baseline"),
         ({"arms": [1, 2]}, "arms, settings and comparisons are lists of names (strings)"),
         ({"stage1": ""}, "stage1 must be a non-empty str"),
+        ({"ladder": "n_embd=8"}, "--ladder=n_embd=8: give n_embd or n_layer=V1,V2,... with two sizes or more"),
+        (
+            {"ladder": "n_embd=8,16"},
+            "comparison nlq:mq:tokens: name an arm compared (nlq), a setting it runs (mq-n_embd=8",
+        ),
+        ({"ladder": 8}, "ladder must be a non-empty str"),
     ],
 )
 def test_a_statement_the_screen_cannot_run_is_one_line_before_any_run(tmp_path, changes, words):
     path = write(tmp_path, **changes)
     if "extra" not in changes:
-        assert set(json.loads(path.read_text())) == set(statement.FIELDS)
+        assert set(json.loads(path.read_text())) - {"ladder"} == set(statement.FIELDS)
     assert words in error_of([f"--statement={path}", f"--out_root={tmp_path / 'R'}"], main=screen_main)
     assert not (tmp_path / "R").exists()
+
+
+def test_a_stated_ladder_runs_every_setting_at_each_size_and_its_comparisons_name_a_size(tmp_path, capsys):
+    path = write(tmp_path, ladder="n_embd=8,32", comparisons=["nlq:mq-n_embd=32:tokens", "nlq:mq32-n_embd=8:accuracy"])
+    screen_main([f"--statement={path}", f"--out_root={tmp_path / 'R'}", "--dry_run"])
+    out = capsys.readouterr().out
+    starts = [line for line in out.splitlines() if line.startswith("start")]
+    assert len(starts) == 2 * 2 * 2 * 2  # stage 1: 2 sizes x 2 settings x 2 arms x 2 grid points
+    assert sum("mq-n_embd=32/" in line and "--n_embd=32 --n_head=4 " in line for line in starts) == 4
+    assert "  mq32-n_embd=8 (n_embd=8, n_head=1): " in out
+    assert "--ladder: the statement" in error_of([f"--statement={path}", "--ladder=n_embd=8,16"], main=screen_main)
 
 
 def test_seeds_a_recorded_screen_used_are_refused_and_options_that_would_change_it_too(tmp_path):

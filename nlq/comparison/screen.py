@@ -199,7 +199,7 @@ def prepare_outputs(out_root: Path, folder: Path, held: dict) -> None:
         atomic_write_json(place / "screen_plan.json", held, indent=1)
     for name in ("screen.md", "screen.json", "report_inputs.json"):
         check_writable(f"the report {name}", folder / name)
-    for name in ("screen.png", "curves.png", "axes.png"):
+    for name in REPORT_FILES[2:]:
         check_figure_path("the figure", folder / name)
 
 
@@ -627,18 +627,20 @@ def report_of(inputs: dict, recorded: tuple, stated) -> tuple[dict, list[str]]:
     return report, lines
 
 
-REPORT_FILES = ("screen.md", "screen.json", "screen.png", "curves.png", "axes.png")
+REPORT_FILES = ("screen.md", "screen.json", "screen.png", "curves.png", "axes.png", "ladder.png")
 
 
 def publish(report: dict, lines: list[str], folder: Path, started: float | None = None) -> list[Path]:
-    """The report's page, JSON and figures written in folder (axes.png only where an axis was run); their paths."""
+    """The report's page, JSON and figures written in folder (axes.png, ladder.png only where an axis, a ladder was
+    run); their paths."""
     atomic_write_text(folder / "screen.md", "\n".join(lines) + "\n")
     atomic_write_json(folder / "screen.json", report, indent=1)
     screening.plot_accuracy(report, folder / "screen.png")
     screening.plot_curves(report, folder / "curves.png")
-    axes = screening.plot_axes(report, folder / "axes.png")
+    drawn = {"axes.png": screening.plot_axes(report, folder / "axes.png")}
+    drawn["ladder.png"] = screening.plot_ladder(report, folder / "ladder.png")
     print("\n".join(lines))
-    written = [folder / n for n in REPORT_FILES if n != "axes.png" or axes]
+    written = [folder / n for n in REPORT_FILES if drawn.get(n, True)]
     took = f" ({time.time() - started:.0f} s)" if started is not None else ""
     print(f"\nreport: {', '.join(map(str, written))}{took}")
     return written

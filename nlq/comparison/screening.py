@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 from nlq.common.errors import UserError
 from nlq.comparison import cost, tuning
-from nlq.comparison.stats import METRICS, Metric, holm, ratio, versus_baseline, who_first
+from nlq.comparison.stats import METRICS, Metric, holm, mean_interval, ratio, versus_baseline, who_first
 from nlq.data.tasks import TaskError, generate
 from nlq.eval.accuracy import midpoint, tokens_to_reach
 
@@ -185,10 +185,8 @@ def read_screen(path) -> tuple[list, str | None]:
 LADDER_KEYS = ("n_embd", "n_layer")
 
 
-def ladder(settings, option: str, head_width: int) -> list[Setting]:
-    """--ladder=KEY=V1,V2,...: each setting at each model size, a setting of its own (NAME-KEY=V, its size on its
-    difficulty axis), so that each size is tuned on its own stage 1. Along n_embd the head width is held
-    (head_width, the arms' config's: n_head = n_embd / it); along n_layer the width is the config's."""
+def ladder_sizes(option: str) -> tuple[str, list[int]]:
+    """--ladder=KEY=V1,V2,...'s key and sizes, or one line saying what a ladder is."""
     key, _, values = option.partition("=")
     try:
         sizes = [int(v) for v in values.split(",")]
@@ -199,6 +197,22 @@ def ladder(settings, option: str, head_width: int) -> list[Setting]:
             f"--ladder={option}: give {' or '.join(LADDER_KEYS)}=V1,V2,... with two sizes or more, each a whole "
             "number >= 1, each once (e.g. --ladder=n_embd=32,64,128)"
         )
+    return key, sizes
+
+
+def ladder_names(names: list[str], option: str | None) -> list[str]:
+    """The settings a ladder makes of names (without one: names)."""
+    if not option:
+        return list(names)
+    key, sizes = ladder_sizes(option)
+    return [f"{name}-{key}={size}" for name in names for size in sizes]
+
+
+def ladder(settings, option: str, head_width: int) -> list[Setting]:
+    """--ladder=KEY=V1,V2,...: each setting at each model size, a setting of its own (NAME-KEY=V, its size on its
+    difficulty axis), so that each size is tuned on its own stage 1. Along n_embd the head width is held
+    (head_width, the arms' config's: n_head = n_embd / it); along n_layer the width is the config's."""
+    key, sizes = ladder_sizes(option)
     if key == "n_embd" and any(w % head_width for w in sizes):
         odd = next(w for w in sizes if w % head_width)
         raise ScreenError(
@@ -206,7 +220,8 @@ def ladder(settings, option: str, head_width: int) -> list[Setting]:
             f"held at the arms' config's): give multiples of {head_width}"
         )
     model = {w: {"n_embd": w, "n_head": w // head_width} if key == "n_embd" else {"n_layer": w} for w in sizes}
-    return [replace(s, name=f"{s.name}-{key}={w}", axis=(key, w), model=model[w]) for s in settings for w in sizes]
+    named = iter(ladder_names([s.name for s in settings], option))
+    return [replace(s, name=next(named), axis=(key, w), model=model[w]) for s in settings for w in sizes]
 
 
 def json_ready(setting: Setting) -> dict:
@@ -699,6 +714,52 @@ def plot_axes(report: dict, path) -> bool:
                         yerr=[r["val_acc_std"] or 0.0 for r in rows], marker="o", capsize=3, label=arm)  # fmt: skip
         ax.set(title=task, xlabel=key, ylabel="test accuracy", ylim=(0, 1.02))
         ax.legend(fontsize=8)
+    save(fig, path)
+    return True
+
+
+def ladder_of(report: dict) -> dict:
+    """{(setting, key): [(size, setting name)]}: the ladders the screen ran (--ladder's settings NAME-KEY=V)."""
+    out = {}
+    for name, task in report["tasks"].items():
+        if task["axis"] and task["axis"][0] in LADDER_KEYS:
+            base = name.rsplit(f"-{task['axis'][0]}=", 1)[0]
+            out.setdefault((base, task["axis"][0]), []).append((task["axis"][1], name))
+    return {k: sorted(v) for k, v in out.items() if len(v) > 1}
+
+
+def plot_ladder(report: dict, path) -> bool:
+    """Zoology's figure: per setting of a ladder, each arm's accuracy at the budget (top) and tokens to the
+    midpoint (bottom, log) against the model's size (log), the mean over the fresh seeds with its 95 % interval
+    (tokens: the geometric mean, its interval on the logs); the floor dashed and the midpoint dotted. False (no
+    figure) without a ladder."""
+    found = ladder_of(report)
+    if not found:
+        return False
+    plt = pyplot()
+    fig, axes = plt.subplots(2, len(found), figsize=(4.5 * len(found), 7.0), squeeze=False)
+    for col, ((base, key), points) in enumerate(found.items()):
+        top, bottom = axes[0][col], axes[1][col]
+        sizes = [v for v, _ in points]
+        for arm in sorted(report["settings"][points[0][1]]["arms"]):
+            rows = [report["settings"][name]["arms"][arm] for _, name in points]
+            for ax, values, log in (
+                (top, [[c[-1][1] for c in r["curves"].values()] for r in rows], False),
+                (bottom, [r["tokens_to_midpoint"]["values"] for r in rows], True),
+            ):
+                drawn = [mean_interval(v, log) for v in values]
+                mid = [m for m, _, _ in drawn]
+                spread = [[m - lo for m, lo, _ in drawn], [hi - m for m, _, hi in drawn]]
+                ax.errorbar(sizes, mid, yerr=spread, marker="o", capsize=3, label=arm)
+        first = report["settings"][points[0][1]]
+        top.axhline(first["floor"]["token"], color="black", linestyle="dashed", linewidth=1)
+        top.axhline(first["midpoint"], color="grey", linestyle="dotted", linewidth=1)
+        top.set(title=base, xscale="log", ylabel="test accuracy at the budget", ylim=(0, 1.02))
+        bottom.set(xscale="log", yscale="log", xlabel=key, ylabel="tokens to the midpoint")
+        for ax in (top, bottom):
+            ax.set_xticks(sizes, [str(v) for v in sizes])
+            ax.minorticks_off()
+        top.legend(fontsize=8)
     save(fig, path)
     return True
 

@@ -21,14 +21,15 @@ from pathlib import Path
 
 from nlq.common.errors import UserError
 from nlq.comparison.power import MEASURES, Comparison
-from nlq.comparison.screening import TO_MIDPOINT, sooner
+from nlq.comparison.screening import TO_MIDPOINT, ladder_names, sooner
 from nlq.comparison.stats import holm
 
 FIELDS = {"arms": list, "baseline": str, "screen": str, "settings": list, "comparisons": list,
           "tune_seeds": list, "seeds": list, "alpha": float, "stage1": str}  # fmt: skip
+OPTIONAL = {"ladder": str}  # the model sizes every setting runs at (screen.py --ladder), its settings NAME-KEY=V
 # screen.py's options a statement sets: given beside it, they would change what was stated
 SET_BY_IT = {"baseline": None, "screen": "default", "settings": None, "overall": None, "tune_seeds": "1",
-             "seeds": "2,3,4", "max_extra_seeds": 5, "grid": None}  # fmt: skip
+             "seeds": "2,3,4", "max_extra_seeds": 5, "grid": None, "ladder": None}  # fmt: skip
 
 
 class StatementError(UserError):
@@ -47,6 +48,7 @@ class Statement:
     seeds: list
     alpha: float
     stage1: str
+    ladder: str | None = None
 
 
 def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
@@ -58,10 +60,13 @@ def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
         raw = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise StatementError(f"--statement={path}: not a readable JSON statement ({e})") from None
-    if not isinstance(raw, dict) or sorted(raw) != sorted(FIELDS):
+    if not isinstance(raw, dict) or not set(FIELDS) <= set(raw) <= set(FIELDS) | set(OPTIONAL):
         have = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
-        raise StatementError(f"--statement={path}: holds {have}; a statement holds exactly {', '.join(FIELDS)}")
-    for key, kind in FIELDS.items():
+        raise StatementError(
+            f"--statement={path}: holds {have}; a statement holds exactly {', '.join(FIELDS)} (and may hold "
+            f"{', '.join(OPTIONAL)})"
+        )
+    for key, kind in (FIELDS | {k: v for k, v in OPTIONAL.items() if k in raw}).items():
         value = float(raw[key]) if kind is float and isinstance(raw[key], int) else raw[key]
         if not isinstance(value, kind) or (kind in (list, str) and not value):
             raise StatementError(f"--statement={path}: {key} must be a non-empty {kind.__name__}")
@@ -78,7 +83,11 @@ def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
             f"--statement={path}: settings {s.settings}: each once, of screen {s.screen}'s "
             f"({', '.join(setting_names(s.screen))})"
         )
-    check_comparisons(s, [a for a in arms if a != s.baseline])
+    try:
+        run = ladder_names(s.settings, s.ladder)
+    except UserError as e:
+        raise StatementError(f"--statement={path}: {e}") from None
+    check_comparisons(s, [a for a in arms if a != s.baseline], run)
     check_seeds(s, check_spent)
     if not 0 < s.alpha < 1:
         raise StatementError(f"--statement={path}: alpha={s.alpha}: give the family's level, between 0 and 1")
@@ -89,17 +98,19 @@ def comparisons(s: Statement) -> list[Comparison]:
     return [Comparison(*c.split(":")) for c in s.comparisons]
 
 
-def check_comparisons(s: Statement, arms: list) -> None:
+def check_comparisons(s: Statement, arms: list, settings: list) -> None:
+    """Each comparison ARM:SETTING:MEASURE names an arm compared, a setting the screen runs (with a ladder, one of
+    its sizes: NAME-KEY=V) and a measure, each once."""
     seen = set()
     for text in s.comparisons:
         parts = text.split(":") if isinstance(text, str) else []
         if len(parts) != 3:
             raise StatementError(f"--statement={s.path}: comparison {text!r} is not ARM:SETTING:MEASURE")
         arm, setting, measure = parts
-        if arm not in arms or setting not in s.settings or measure not in MEASURES or text in seen:
+        if arm not in arms or setting not in settings or measure not in MEASURES or text in seen:
             raise StatementError(
                 f"--statement={s.path}: comparison {text}: name an arm compared ({', '.join(arms)}), a setting it runs "
-                f"({', '.join(s.settings)}) and a measure ({', '.join(MEASURES)}), each comparison once"
+                f"({', '.join(settings)}) and a measure ({', '.join(MEASURES)}), each comparison once"
             )
         seen.add(text)
 
@@ -143,7 +154,7 @@ def apply(s: Statement, args) -> None:
     if args.arms:
         raise StatementError(f"{args.arms[0]}: the statement {s.path} names the arms; give no config files beside it")
     args.arms, args.baseline, args.screen = list(s.arms), s.baseline, s.screen
-    args.settings, args.overall = ",".join(s.settings), None
+    args.settings, args.overall, args.ladder = ",".join(s.settings), None, s.ladder
     args.tune_seeds, args.seeds = ",".join(map(str, s.tune_seeds)), ",".join(map(str, s.seeds))
     args.max_extra_seeds = 0  # no seed added by any rule: the stated seeds are every seed
 
@@ -173,7 +184,9 @@ def markdown(s: Statement, rows: list[dict]) -> list[str]:
     lines = [
         f"## Stated before the run ({Path(s.path).name}, beside this page)",
         "",
-        f"Stage 1: {s.stage1}. Seeds {', '.join(map(str, s.seeds))} for every arm on every setting; called where p "
+        f"Stage 1: {s.stage1}. Seeds {', '.join(map(str, s.seeds))} for every arm on every setting"
+        + (f" at every size of the ladder {s.ladder}" if s.ladder else "")
+        + "; called where p "
         f"after Holm over the {len(rows)} stated comparisons is below {s.alpha:g}. Everything below this section is "
         "reported, not called.",
         "",

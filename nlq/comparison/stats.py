@@ -163,6 +163,18 @@ def ratio(arm_costs, base_costs) -> dict:
     return out
 
 
+def mean_interval(values: list, log: bool = False) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of values over seeds with its 95 % t interval; with log, the geometric mean and
+    the interval on the logs (a duration's). One value: the interval is the point."""
+    from scipy import stats
+
+    xs = [math.log(v) for v in values] if log else list(values)
+    mean = statistics.mean(xs)
+    half = stats.t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
+    back = math.exp if log else float
+    return back(mean), back(mean - half), back(mean + half)
+
+
 def seeds_for_power(effect: float, sd: float, alpha: float, power: float = 0.8, most: int = 10_000) -> int | None:
     """The fewest paired seeds whose paired t-test (two-sided, at level alpha: a Holm-adjusted level is at worst
     alpha / m) detects a true mean difference `effect` with the chance `power`, where the seed-by-seed
