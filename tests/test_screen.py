@@ -495,8 +495,8 @@ def test_runs_that_fail_one_after_another_stop_the_screen_with_the_first_error(t
     failure named."""
     command = tiny_screen(tmp_path)
     message = error_of([*command, f"--out_root={tmp_path / 'R'}", "--launcher=false"], main=screen_main)
-    # two run side by side: the one beside the third may fail too before the screen stops
-    assert re.search(r"(3 runs failed one after another, so the 5|4 runs .*, so the 4) left were not started", message)
+    # stage 1 runs one setting at a time (mq's 4 runs), two side by side: the one beside the third may fail too
+    assert re.search(r"(3 runs failed one after another, so the 1|4 runs .*, so the 0) left were not started", message)
     assert "the first, base learning_rate=" in message and "Fix that" in message
     assert len(list((tmp_path / "R").glob("*/tune-*"))) <= 3 + 1  # the two side by side when the third failed
 

@@ -204,13 +204,20 @@ def prepare_outputs(out_root: Path, folder: Path, held: dict) -> None:
 
 
 def run_stage1(stage1, args, keep) -> None:
-    """Stage 1's runs not recorded, then their records (a run that diverged too: it counts as its point's worst)."""
+    """Stage 1's runs not recorded, one setting at a time, each setting's recorded once it has run (a run that
+    diverged too: it counts as its point's worst), so that a screen stopped keeps every setting it tuned."""
     todo = [r for r in stage1 if not keep.has(r)]
-    finished, failures = sweep.launch(todo, args, extra=[], tolerate=sweep.DIVERGED)
-    gave_up = {n for n, (code, _) in failures.items() if code == sweep.DIVERGED}
-    done = [r for r in todo if r in finished or str(r.out_dir) in gave_up]
-    keep.write(done, multiple=1)
-    if len(done) < len(todo):
+    if len(todo) < len(stage1):
+        print(f"{len(stage1) - len(todo)} stage-1 runs recorded in {keep.folder}: not run again")
+    short = 0
+    for setting in dict.fromkeys(r.out_dir.parent.name for r in todo):
+        group = [r for r in todo if r.out_dir.parent.name == setting]
+        finished, failures = sweep.launch(group, args, extra=[], tolerate=sweep.DIVERGED)
+        gave_up = {n for n, (code, _) in failures.items() if code == sweep.DIVERGED}
+        done = [r for r in group if r in finished or str(r.out_dir) in gave_up]
+        keep.write(done, multiple=1)
+        short += len(group) - len(done)
+    if short:
         raise UserError("stage 1 is not complete (above): run the same command again; stage 2 starts after it")
 
 
