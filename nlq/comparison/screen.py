@@ -518,35 +518,37 @@ def prepare(setting, data_dir: Path, out_root: Path) -> None:
 def estimate(settings, stage1, args, seeds: int, extra: int = 0) -> None:
     """The runs and their estimated time at --tokens_per_s per run, --jobs at a time (on GPUs: the GPU plan,
     whole_gpu_plan). Stage 2 is counted as seeds runs per arm and setting at its full length; the most that
-    continuations could add (every stage-2 run short, extra seeds included) is said apart."""
-    arms, fresh = len(args.arms), {}
-    tokens = 0
+    continuations could add (every stage-2 run short, extra seeds included) is said apart. A setting whose model
+    is not the config's size (a ladder) counts its tokens at its FLOPs a token over the config's (size_scales)."""
+    arms, fresh, tokens = len(args.arms), {}, {}
     for r in stage1:
         n = run_tokens(r, settings)
-        tokens += n
+        tokens[r.out_dir.parent.name] = tokens.get(r.out_dir.parent.name, 0) + n
         fresh[r.out_dir.parent.name] = n * seeds * arms
-    tokens += sum(fresh.values())
-    if any(s.model for s in settings):
-        size_costs(settings, stage1, args, fresh)
+    scales = size_scales(settings, stage1, args, {n: t + fresh[n] for n, t in tokens.items()})
+    total = sum(tokens.values()) + sum(fresh.values())
     runs = len(stage1) + seeds * arms * len(settings)
-    run_hours = tokens / args.tokens_per_s / 3600
+    run_hours = sum((tokens[n] + fresh[n]) * scales[n] for n in tokens) / args.tokens_per_s / 3600
     if args.executor == "local" and args.gpus:
         print(f"{runs} runs ({len(stage1)} in stage 1, {runs - len(stage1)} in stage 2 over {len(settings)} settings), "
-              f"{tokens / 1e6:,.0f}M training tokens, on GPUs: the GPU plan below")  # fmt: skip
+              f"{total / 1e6:,.0f}M training tokens, on GPUs: the GPU plan below")  # fmt: skip
         return
-    if args.executor == "local":
+    local = args.executor == "local"
+    if local:
         when = f"about {run_hours / args.jobs:.1f} hours, {args.jobs} at a time"
     else:
         when = f"about {run_hours:.1f} run-hours, as many at a time as the scheduler gives"
     print(
         f"{runs} runs ({len(stage1)} in stage 1, {runs - len(stage1)} in stage 2 over {len(settings)} settings), "
-        f"{tokens / 1e6:,.0f}M training tokens: {when} at {args.tokens_per_s:,.0f} tokens/s a run (evaluations "
-        "and starts add about 15 %)"
+        f"{total / 1e6:,.0f}M training tokens: {when} at {args.tokens_per_s:,.0f} tokens/s a run of the config's "
+        "size (evaluations and starts add about 15 %)"
     )
     if args.continue_to > 1:
-        most = sum(fresh.values()) * (seeds + extra) / seeds * (args.continue_to - 1)
-        local = args.executor == "local"
-        hours = most / args.tokens_per_s / 3600 / (args.jobs if local else 1)
+        more = (seeds + extra) / seeds * (args.continue_to - 1)
+        most = sum(fresh.values()) * more
+        hours = (
+            sum(f * scales[n] for n, f in fresh.items()) * more / args.tokens_per_s / 3600 / (args.jobs if local else 1)
+        )
         print(
             f"continuations (--continue_to={args.continue_to}): each stage-2 run short of its setting's midpoint at "
             f"its budget carries on to {args.continue_to}x it; were every one short, {extra} extra seeds "
@@ -555,22 +557,26 @@ def estimate(settings, stage1, args, seeds: int, extra: int = 0) -> None:
         )
 
 
-def size_costs(settings, stage1, args, fresh: dict) -> None:
-    """Per setting of a ladder: its model's size, its training FLOPs per token (the baseline's config there), and
-    its stage 1 and 2's tokens and hours, the hours at --tokens_per_s scaled by the FLOPs per token over the
-    arms' config's own (a wider model's step costs more)."""
+def size_scales(settings, stage1, args, tokens: dict) -> dict:
+    """{setting: its training FLOPs a token over the arms' config's own size's} (1 where the setting's model is the
+    config's), each ladder setting's said in a line: its size, FLOPs a token, tokens (tokens: stage 1 and 2's)
+    and hours at --tokens_per_s so scaled (a wider model's step costs more; on a CPU a small model's less
+    than its FLOPs say)."""
     _, own = parse([args.arms[0]], TrainConfig, GPTConfig)
+    scales = {}
     for s in settings:
         r = next(r for r in stage1 if r.out_dir.parent.name == s.name)
         _, model = parse([r.config, *r.options], TrainConfig, GPTConfig)
         flops = training_flops_per_token(model, model.block_size)
-        tokens = sum(run_tokens(x, settings) for x in stage1 if x.out_dir.parent.name == s.name) + fresh[s.name]
         at_own_size = replace(model, n_embd=own.n_embd, n_head=own.n_head, n_layer=own.n_layer)
-        scale = flops / training_flops_per_token(at_own_size, model.block_size)
-        hours = tokens / args.tokens_per_s / 3600 * scale / (args.jobs if args.executor == "local" else 1)
-        size = ", ".join(f"{k}={v}" for k, v in s.model.items())
-        print(f"  {s.name} ({size}): {flops:,.0f} training FLOPs a token, {tokens / 1e6:,.1f}M tokens, about "
-              f"{hours:.2f} hours ({scale:.2f}x the config's FLOPs a token)")  # fmt: skip
+        scales[s.name] = flops / training_flops_per_token(at_own_size, model.block_size)
+        if s.model:
+            hours = tokens[s.name] * scales[s.name] / args.tokens_per_s / 3600
+            hours /= args.jobs if args.executor == "local" else 1
+            size = ", ".join(f"{k}={v}" for k, v in s.model.items())
+            print(f"  {s.name} ({size}): {flops:,.0f} training FLOPs a token, {tokens[s.name] / 1e6:,.1f}M tokens, "
+                  f"about {hours:.2f} hours ({scales[s.name]:.2f}x the config's FLOPs a token)")  # fmt: skip
+    return scales
 
 
 def run_tokens(r, settings) -> int:
