@@ -994,5 +994,6 @@ def test_the_ladder_figure_draws_accuracy_and_tokens_against_width_with_interval
         line.get_linestyle(): line.get_ydata()[0] for line in top.get_lines() if line.get_linestyle() in ("--", ":")
     }
     assert styles == pytest.approx({"--": 0.2, ":": 0.6})
+    assert not screening.plot_axes(report, tmp_path / "a.png")  # a ladder is not a difficulty axis
     report["tasks"] = {n: t | {"axis": []} for n, t in report["tasks"].items()}
     assert not screening.plot_ladder(report, tmp_path / "none.png") and len(drawn) == 1

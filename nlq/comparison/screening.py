@@ -691,10 +691,10 @@ def plot_curves(report: dict, path) -> None:
 
 def axes_of(report: dict) -> dict:
     """{(task, key): [(value, setting name)]}: the difficulty axes the screen ran (two or more settings of a
-    task placed on one key)."""
+    task placed on one key); a ladder of model sizes is ladder_of's."""
     out = {}
     for name, task in report["tasks"].items():
-        if task["axis"]:
+        if task["axis"] and task["axis"][0] not in LADDER_KEYS:
             out.setdefault((task["task"], task["axis"][0]), []).append((task["axis"][1], name))
     return {k: sorted(v) for k, v in out.items() if len(v) > 1}
 
