@@ -12,12 +12,14 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from helpers import HANG_S, error_of, screen_main, wait_until
 
 from model import GPTConfig, training_flops_per_token
+from nlq.common.errors import UserError
 from nlq.comparison import records, screening
 from nlq.comparison import screen as screen_lib
 from nlq.comparison import sweep as sweep_lib
@@ -795,15 +797,14 @@ def test_a_run_carried_on_is_the_run_of_the_longer_schedule_and_its_own_files_st
     screen_lib.prepare(setting, data, out_root)
     (r,) = screen_lib.setting_runs(setting, data, str(config), "base", [2], out_root, [], {"learning_rate": "1e-3"},
                                    "report")  # fmt: skip
-    screen_lib.launch_all([r], args, "stage-2")
+    sweep_lib.launch([r], args, [])
     assert screen_lib.short_of_midpoint(r, data)  # 8 steps of a 1-layer model: at the floor
     before = {p.name: p.read_bytes() for p in r.out_dir.iterdir() if p.name != "train.lock"}
-    screen_lib.continue_short([setting], [r], {"mq": data}, args, out_root)
-    assert {p.name: p.read_bytes() for p in r.out_dir.iterdir() if p.name != "train.lock"} == before
-    straight = Planned(r.arm, r.seed, r.config, tmp_path / "straight", 16, r.point, (*r.options, "--max_iters=16"))
-    screen_lib.launch_all([straight], args, "straight")
-    cont = screen_lib.continuation(r, out_root, 2)
+    cont = screen_lib.carried(r, data, out_root, 2)
     assert cont.out_dir == out_root / "continued" / "mq" / r.out_dir.name
+    straight = Planned(r.arm, r.seed, r.config, tmp_path / "straight", 16, r.point, (*r.options, "--max_iters=16"))
+    sweep_lib.launch([cont, straight], args, [])
+    assert {p.name: p.read_bytes() for p in r.out_dir.iterdir() if p.name != "train.lock"} == before
     evaluations = {d: {x["step"]: x for x in map(json.loads, (d / "metrics.jsonl").open()) if "val_loss" in x}
                    for d in (r.out_dir, cont.out_dir, straight.out_dir)}  # fmt: skip
     assert sorted(evaluations[cont.out_dir]) == list(range(17)) and sorted(evaluations[r.out_dir]) == list(range(9))
@@ -813,10 +814,10 @@ def test_a_run_carried_on_is_the_run_of_the_longer_schedule_and_its_own_files_st
     assert all(lr == pytest.approx(1e-4) for s, lr in lrs.items() if s > 8)  # min_lr: a tenth of 1e-3
 
 
-def test_only_the_stage_2_runs_short_of_the_midpoint_are_carried_on(tmp_path, monkeypatch):
+def test_only_the_stage_2_runs_short_of_the_midpoint_are_carried_on(tmp_path):
     """Three finished runs of setting mq (midpoint 0.6): base-s2 ends at 0.5, nlq-s2 reaches 0.7, nlq-s3 ends at
-    0.59. Only base-s2 and nlq-s3 are copied and launched as continuations, to 3x their budget; the run that
-    reached the midpoint is not (which runs are launched was checked only by the slow end-to-end screen)."""
+    0.59. Only base-s2 and nlq-s3 get a continuation, to 3x their budget, copied beside them; the run that
+    reached the midpoint does not, and none does at --continue_to=1."""
     out_root, data = tmp_path / "R", tmp_path / "R" / "data" / "mq"
     data.mkdir(parents=True)
     (data / "meta.json").write_text(json.dumps({"floor": FLOOR}))
@@ -830,17 +831,84 @@ def test_only_the_stage_2_runs_short_of_the_midpoint_are_carried_on(tmp_path, mo
         (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in records))
         (d / "ckpt.pt").write_bytes(b"a checkpoint")
         planned.append(Planned(r.arm, r.seed, r.config, d, 4, {}, ("--max_iters=4",)))
-    launched = []
-    monkeypatch.setattr(screen_lib, "launch_all", lambda runs, args, which: launched.extend(runs))
-    args = screen_lib.parser().parse_args(["a.py", "b.py", "--continue_to=3"])
-    setting = screening.Setting("mq", "mqar", {}, 4)
-    screen_lib.continue_short([setting], planned, {"mq": data}, args, out_root)
-    assert [(c.out_dir, c.max_iters) for c in launched] == [
-        (out_root / "continued" / "mq" / name, 12) for name in ("base-s2", "nlq-s3")
-    ]
-    assert all(c.options[-1] == "--max_iters=12" for c in launched)
+    assert [screen_lib.carried(r, data, out_root, 1) for r in planned] == [None] * 3
+    carried = {r.out_dir.name: screen_lib.carried(r, data, out_root, 3) for r in planned}
+    assert carried["nlq-s2"] is None
+    assert {n: (c.out_dir, c.max_iters, c.options[-1]) for n, c in carried.items() if c} == {
+        n: (out_root / "continued" / "mq" / n, 12, "--max_iters=12") for n in ("base-s2", "nlq-s3")
+    }
     assert sorted(p.name for p in (out_root / "continued" / "mq").iterdir()) == ["base-s2", "nlq-s3"]
     assert (out_root / "continued" / "mq" / "nlq-s3" / "ckpt.pt").read_bytes() == b"a checkpoint"
+
+
+def recorded_screen(tmp_path, monkeypatch, finished: set, short: set, never=()):
+    """run_recorded over seeds 2 and 3 of setting mq (arms base, nlq) with the runs stubbed: a run is finished
+    once in `finished` (by out_dir), the launcher runs its work one at a time in order, putting each run's
+    follow-ups first, as run_all does, and leaves the runs named in `never` unfinished; a fresh run named in
+    `short` is carried on. The events: ('ran', name) and ('recorded', names)."""
+    out_root, events = tmp_path / "R", []
+    monkeypatch.setattr(Planned, "status", lambda r: "finished" if r.out_dir in finished else "missing")
+
+    def carried(r, data_dir, root, multiple):
+        return screen_lib.continuation(r, root, multiple) if r.out_dir.name in short else None
+
+    def launch(work, args, extra, after):
+        line = list(work)
+        while line:
+            r = line.pop(0)
+            name = str(r.out_dir.relative_to(out_root))
+            events.append(("ran", name))
+            if name not in never:
+                finished.add(r.out_dir)
+                line[:0] = [m for m, _ in after(r)]
+        return [], {}
+
+    monkeypatch.setattr(screen_lib, "carried", carried)
+    monkeypatch.setattr(sweep_lib, "launch", launch)
+
+    def write(runs, multiple):
+        events.append(("recorded", [r.out_dir.name for r in runs]))
+
+    keep = SimpleNamespace(has=lambda r: False, folder=out_root, out_root=out_root, write=write)
+    runs = [Planned(a, s, "c.py", out_root / "mq" / f"{a}-s{s}", 4) for s in (2, 3) for a in ("base", "nlq")]
+    args = SimpleNamespace(continue_to=3)
+    try:
+        screen_lib.run_recorded(runs, [], {"mq": out_root / "data" / "mq"}, args, keep, "stage-2")
+    except UserError as e:
+        events.append(("error", str(e)))
+    return events, runs
+
+
+def test_a_seed_group_is_recorded_once_its_runs_and_their_continuations_have_run(tmp_path, monkeypatch):
+    """base-s2 is short: its continuation runs right after it, before nlq-s2 (which waited); seed 2's pair is
+    recorded as soon as nlq-s2 ends, before seed 3's runs start, not at the end of the stage."""
+    events, _ = recorded_screen(tmp_path, monkeypatch, set(), short={"base-s2"})
+    assert events == [
+        ("ran", "mq/base-s2"), ("ran", "continued/mq/base-s2"), ("ran", "mq/nlq-s2"),
+        ("recorded", ["base-s2", "nlq-s2"]),
+        ("ran", "mq/base-s3"), ("ran", "mq/nlq-s3"), ("recorded", ["base-s3", "nlq-s3"]),
+    ]  # fmt: skip
+
+
+def test_after_a_stop_a_group_finished_is_recorded_and_a_continuation_left_is_run(tmp_path, monkeypatch):
+    """Stopped before anything was recorded: seed 2's runs and base-s2's continuation had finished (recorded
+    at once, nothing run); of seed 3, base-s3 had finished short of the midpoint but its continuation had not
+    (it runs, with nlq-s3). A run that never finishes leaves its group unrecorded and says so."""
+    root = tmp_path / "R"
+    done = {
+        root / "mq" / "base-s2",
+        root / "continued" / "mq" / "base-s2",
+        root / "mq" / "nlq-s2",
+        root / "mq" / "base-s3",
+    }
+    events, _ = recorded_screen(tmp_path, monkeypatch, done, short={"base-s2", "base-s3"})
+    assert events == [
+        ("recorded", ["base-s2", "nlq-s2"]),
+        ("ran", "continued/mq/base-s3"), ("ran", "mq/nlq-s3"), ("recorded", ["base-s3", "nlq-s3"]),
+    ]  # fmt: skip
+    events, _ = recorded_screen(tmp_path / "b", monkeypatch, set(), short=set(), never={"mq/nlq-s3"})
+    assert ("recorded", ["base-s3", "nlq-s3"]) not in events and ("recorded", ["base-s2", "nlq-s2"]) in events
+    assert events[-1] == ("error", "1 stage-2 seed groups did not finish (above): run the same command again")
 
 
 def test_the_options_given_reach_the_report_as_given(tmp_path, monkeypatch):
@@ -852,11 +920,9 @@ def test_the_options_given_reach_the_report_as_given(tmp_path, monkeypatch):
     (tmp_path / "p.json").write_text(json.dumps({"results": steps}))
     seen = {}
     monkeypatch.setattr(screen_lib, "prepare", lambda *a: None)
-    monkeypatch.setattr(sweep_lib, "launch", lambda runs, args, extra, tolerate=None: (list(runs), {}))
+    monkeypatch.setattr(sweep_lib, "launch", lambda runs, args, extra, tolerate=None, after=None: (list(runs), {}))
     monkeypatch.setattr(screen_lib, "chosen_runs", lambda *a: [])
-    monkeypatch.setattr(screen_lib, "continue_short", lambda *a: None)
     monkeypatch.setattr(screen_lib, "more_seeds", lambda *a: [])
-    monkeypatch.setattr(screen_lib, "launch_all", lambda *a: None)
     monkeypatch.setattr(screen_lib.Keeper, "write", lambda *a, **k: None)
     monkeypatch.setattr(screen_lib, "floor_of", lambda data_dir: {"token": 0.5, "data": str(data_dir)})
     seen = {}

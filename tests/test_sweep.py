@@ -267,6 +267,55 @@ def test_runs_share_a_slot_s_gpu_at_once(monkeypatch):
     assert sorted(seen) == [(1, "0", 3), (2, "0", 3)]
 
 
+def stub_runs(monkeypatch, execute):
+    """run_all's runs named a, b, c ... with execute(name) standing in for each run: (exit status, error)."""
+    monkeypatch.setattr(sweep_lib, "execute", lambda run, *a, **k: execute(run.arm))
+    monkeypatch.setattr(sweep_lib, "describe", lambda r: r.arm)
+    return lambda *names: [(SimpleNamespace(out_dir=Path(f"/nowhere/{n}"), arm=n), "missing") for n in names]
+
+
+def test_a_runs_follow_up_starts_before_the_runs_waiting_while_another_slot_is_busy(monkeypatch):
+    """Two slots, runs a, b, c, and a's follow-up a2 (after(a)). b holds its slot until a2 has started (an
+    event it waits on), so a2 runs beside b, in the slot a left, and before c, which was waiting first."""
+    a2_started, started = threading.Event(), []
+
+    def execute(name):
+        started.append(name)
+        if name == "b":
+            assert a2_started.wait(HANG_S), "a2 never started while b ran"
+        if name == "a2":
+            a2_started.set()
+        return 0, None
+
+    runs = stub_runs(monkeypatch, execute)
+    after = {"a": runs("a2")}
+    failures = sweep_lib.run_all(runs("a", "b", "c"), "python", [], [None, None], every=HANG_S,
+                                 after=lambda r: after.get(r.arm, []))  # fmt: skip
+    assert failures == {}
+    assert started.index("a2") < started.index("c") and sorted(started) == ["a", "a2", "b", "c"]
+
+
+def test_a_follow_up_that_cannot_be_made_fails_its_run_and_the_sweep_ends(monkeypatch):
+    """after(a) raises: a counts as failed with the reason, c still runs, and run_all returns (a worker that
+    died there would have left the other waiting on a run that never ends)."""
+    started = []
+    runs = stub_runs(monkeypatch, lambda name: started.append(name) or (0, None))
+
+    def after(r):
+        if r.arm == "a":
+            raise OSError("no room to copy its checkpoint")
+        return []
+
+    result = {}
+    t = threading.Thread(
+        target=lambda: result.update(sweep_lib.run_all(runs("a", "c"), "python", [], [None], after=after))
+    )
+    t.start()
+    t.join(HANG_S)
+    assert not t.is_alive() and started == ["a", "c"]
+    assert result == {"/nowhere/a": (1, "after it finished: no room to copy its checkpoint")}
+
+
 @pytest.mark.slow
 def test_a_runs_logs_are_the_same_whether_it_shares_its_gpu_or_not(char_data, tmp_path):
     """The same four runs (two arms, two seeds) one at a time and two at a time on 'GPU 0' (on a CPU the

@@ -222,18 +222,42 @@ def run_stage1(stage1, args, keep) -> None:
 
 
 def run_recorded(runs, settings, data, args, keep, which: str) -> None:
-    """The runs not recorded, the arms of one seed of one setting at a time: run, carried on where short of the
-    midpoint, then recorded, so that a screen stopped keeps every pair it finished."""
+    """The runs not recorded, side by side, each carried on right after it where short of the midpoint, and
+    the arms of one seed of one setting recorded as soon as the last of them (continuations included) has
+    finished: a screen stopped keeps every pair it finished, and no slot waits for another run's continuation."""
     todo = [r for r in runs if not keep.has(r)]
     if len(todo) < len(runs):
         print(f"{len(runs) - len(todo)} {which} runs recorded in {keep.folder}: not run again")
-    groups = {}
+    groups, left, group_of = {}, {}, {}
     for r in todo:
         groups.setdefault((r.out_dir.parent.name, r.seed), []).append(r)
-    for group in groups.values():
-        launch_all(group, args, which)
-        continue_short(settings, group, data, args, keep.out_root)
-        keep.write(group, args.continue_to)
+    fresh = {r.out_dir for r in todo}
+
+    def still_to_run(r, key) -> list:
+        """r if unfinished, else its continuation's chain (made ready) where r is a fresh run short of the
+        midpoint; each run returned is one of its group's left."""
+        if r.status() != "finished":
+            left.setdefault(key, set()).add(r.out_dir)
+            group_of[r.out_dir] = key
+            return [r]
+        c = carried(r, data[key[0]], keep.out_root, args.continue_to) if r.out_dir in fresh else None
+        return still_to_run(c, key) if c else []
+
+    def after(r) -> list:
+        key = group_of[r.out_dir]
+        left[key].discard(r.out_dir)
+        more = still_to_run(r, key)
+        if not left[key]:
+            keep.write(groups[key], args.continue_to)
+        return [(m, m.status()) for m in more]
+
+    work = [w for key, group in groups.items() for r in group for w in still_to_run(r, key)]
+    for key in groups.keys() - left.keys():  # finished and carried on before a stop, not yet recorded
+        keep.write(groups[key], args.continue_to)
+    sweep.launch(work, args, extra=[], after=after)
+    short = sum(1 for key in groups if left.get(key))
+    if short:
+        raise UserError(f"{short} {which} seed groups did not finish (above): run the same command again")
 
 
 class Keeper:
@@ -314,12 +338,6 @@ def baseline_of(args) -> str:
     return args.baseline or sweep.arm_names(args.arms)[0]
 
 
-def launch_all(runs, args, which: str) -> None:
-    done, _ = sweep.launch(runs, args, extra=[])
-    if len(done) < len(runs):
-        raise UserError(f"{len(runs) - len(done)} {which} runs did not finish (above): run the same command again")
-
-
 def floor_of(data_dir: Path) -> dict:
     return json.loads((data_dir / "meta.json").read_text())["floor"]
 
@@ -345,28 +363,22 @@ def short_of_midpoint(r: sweep.Run, data_dir: Path) -> bool:
     return tokens_to_reach(screening.curve(Run.from_dir(r.out_dir)), midpoint(floor_of(data_dir)["token"])) is None
 
 
-def continue_short(settings, runs, data, args, out_root: Path) -> None:
-    """Carry on each of the (finished) stage-2 runs that did not reach the midpoint, to --continue_to times its
-    budget. Each continuation starts from a copy of its run's checkpoint and log, made aside and then renamed
-    (a kill leaves no half copy), and resumes from it: the run itself is never written again."""
-    if args.continue_to == 1:
-        return
-    todo = []
-    for s in settings:
-        for r in runs:
-            if r.out_dir.parent == out_root / s.name and short_of_midpoint(r, data[s.name]):
-                todo.append((r, continuation(r, out_root, args.continue_to)))
-    for r, c in todo:
-        if not c.out_dir.exists():
-            copying = c.out_dir.with_name(c.out_dir.name + ".copying")
-            shutil.rmtree(copying, ignore_errors=True)
-            copying.mkdir(parents=True)
-            for name in ("ckpt.pt", "metrics.jsonl", "config.json"):
-                shutil.copy2(r.out_dir / name, copying / name)
-            copying.rename(c.out_dir)
-    if todo:
-        print(f"{len(todo)} stage-2 runs short of the midpoint carry on to {args.continue_to}x their budget")
-    launch_all([c for _, c in todo], args, "continued")
+def carried(r: sweep.Run, data_dir: Path, out_root: Path, multiple: int) -> sweep.Run | None:
+    """The finished stage-2 run r's continuation to `multiple` times its budget, made ready to resume, if r
+    did not reach its setting's midpoint (else None). The continuation starts from a copy of r's checkpoint and
+    log, made aside and then renamed (a kill leaves no half copy): r itself is never written again."""
+    if multiple == 1 or not short_of_midpoint(r, data_dir):
+        return None
+    c = continuation(r, out_root, multiple)
+    if not c.out_dir.exists():
+        copying = c.out_dir.with_name(c.out_dir.name + ".copying")
+        shutil.rmtree(copying, ignore_errors=True)
+        copying.mkdir(parents=True)
+        for name in ("ckpt.pt", "metrics.jsonl", "config.json"):
+            shutil.copy2(r.out_dir / name, copying / name)
+        copying.rename(c.out_dir)
+        print(f"carry on {sweep.describe(r)} to {multiple}x its budget: it is short of the midpoint")
+    return c
 
 
 def extra_seeds(used: list, most: int) -> list[int]:

@@ -2,10 +2,10 @@
 on GPUs or as cluster jobs, and the two-stage tuned protocol."""
 
 import argparse
+import collections
 import itertools
 import math
 import os
-import queue
 import re
 import shlex
 import signal
@@ -236,24 +236,52 @@ class Broken(UserError):
 
 
 def run_all(
-    todo: list[tuple[Run, str]], launcher: str, extra, gpus: list[str | None], every: float = 60, threads=None
+    todo: list[tuple[Run, str]],
+    launcher: str,
+    extra,
+    gpus: list[str | None],
+    every: float = 60,
+    threads=None,
+    after=None,
 ) -> dict:
     """Every (run, its state) in todo, len(gpus) at a time (one per GPU, or None: runs side by side on the
     CPU with `threads` threads each), in order, with a progress line every `every` seconds; {run's name:
-    (exit status, error line)} of the failures. Ctrl-C (or a run that ends by one) stops the whole sweep: no run
-    starts after it, the running ones stop (a terminal's Ctrl-C reaches them too; others are sent SIGINT after
-    GRACE_S), and Interrupted says what finished and how to continue."""
-    work, failures, lock, running, finished = queue.Queue(), {}, threading.Lock(), {}, []
+    (exit status, error line)} of the failures. after(run), called under the sweep's lock once a run has
+    finished, gives the (run, state) pairs that follow it (a run carried on): they start before any run still
+    waiting, so that a slot is never idle while one run's follow-up waits for the others. Ctrl-C (or a run
+    that ends by one) stops the whole sweep: no run starts after it, the running ones stop (a terminal's
+    Ctrl-C reaches them too; others are sent SIGINT after GRACE_S), and Interrupted says what finished and how
+    to continue."""
+    work, failures, lock, running, finished = collections.deque(todo), {}, threading.Lock(), {}, []
     stop, broken, processes, in_a_row = threading.Event(), threading.Event(), {}, []
-    for item in todo:
-        work.put(item)
+    taken = [0]  # runs taken from work so far, follow-ups included
+
+    def take():
+        """The next (run, state), None when nothing is left, or () while only a running run may add more."""
+        with lock:
+            if work:
+                taken[0] += 1
+                return work.popleft()
+            return () if running else None
+
+    def follow(r) -> tuple[int, str | None]:
+        """Put r's follow-ups first in line: (0, None), or (1, the error) if after(r) failed, as r's failure
+        (a worker that died here would leave the others waiting on it)."""
+        try:
+            work.extendleft(reversed(after(r) if after else []))
+        except Exception as e:  # any error of after is the run's, said with it
+            return 1, f"after it finished: {e}"
+        return 0, None
 
     def worker(gpu):
         while not stop.is_set() and not broken.is_set():
-            try:
-                r, state = work.get_nowait()
-            except queue.Empty:
+            item = take()
+            if item is None:
                 return
+            if not item:
+                time.sleep(0.2)
+                continue
+            r, state = item
             print(f"start {describe(r)} ({state})" + (f" on GPU {gpu}" if gpu is not None else ""))
             with lock:
                 running[r.out_dir] = (r, time.monotonic())
@@ -263,11 +291,12 @@ def run_all(
                 code, error = 1, f"could not start: {e}"
             with lock:
                 processes.pop(r.out_dir, None)
-                started = running.pop(r.out_dir)[1]
+                if not error:
+                    finished.append(time.monotonic() - running[r.out_dir][1])
+                    code, error = follow(r)
                 if error:
                     failures[str(r.out_dir)] = (code, error)
-                else:
-                    finished.append(time.monotonic() - started)
+                running.pop(r.out_dir)
                 in_a_row[:] = [*in_a_row, (r, error)] if error and code not in (DIVERGED, INTERRUPTED) else []
                 if len(in_a_row) >= FAILURES_IN_A_ROW:
                     broken.set()
@@ -286,20 +315,19 @@ def run_all(
                 due += every
                 with lock:
                     if running:
-                        print(progress(list(running.values()), work.qsize(), len(gpus), time.monotonic(), finished))
+                        print(progress(list(running.values()), len(work), len(gpus), time.monotonic(), finished))
     except KeyboardInterrupt:
         stop.set()
         stop_runs(workers, processes, lock)
     if stop.is_set():
         raise Interrupted(
-            f"interrupted: {len(finished)} run(s) finished, {len(todo) - len(finished) - work.qsize()} stopped or "
-            f"failed (each resumes from its last checkpoint), {work.qsize()} not started; run the same command "
-            "again to continue"
+            f"interrupted: {len(finished)} run(s) finished, {taken[0] - len(finished)} stopped or failed (each "
+            f"resumes from its last checkpoint), {len(work)} not started; run the same command again to continue"
         )
     if broken.is_set():
         first, error = in_a_row[0]
         raise Broken(
-            f"{len(in_a_row)} runs failed one after another, so the {work.qsize()} left were not started; the first, "
+            f"{len(in_a_row)} runs failed one after another, so the {len(work)} left were not started; the first, "
             f"{describe(first)}: {error}. Fix that and run the same command again"
         )
     return failures
@@ -594,10 +622,11 @@ def outputs(args) -> dict:
     return {"png": png, "md": args.md, "prices": args.price_list}
 
 
-def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict]:
+def launch(runs: list[Run], args, extra, tolerate=None, after=None) -> tuple[list[Run], dict]:
     """List the runs and what each will do; unless a dry run, run those not finished: (the finished runs,
-    {name: (exit status, error)} of the rest that ran). A run whose exit status is `tolerate` (a divergence
-    in stage 1) is said, not counted as failed."""
+    {name: (exit status, error)} of the rest that ran, follow-ups included). A run whose exit status is
+    `tolerate` (a divergence in stage 1) is said, not counted as failed. after(run): the (run, state) pairs
+    that follow a run once it has finished (run_all's); a cluster's jobs take them batch by batch."""
     states = [r.status() for r in runs]  # read once here; again only after the runs end
     for r, state in zip(runs, states):
         action = {"finished": "skip", "unfinished": "resume", "missing": "start"}[state]
@@ -611,9 +640,12 @@ def launch(runs: list[Run], args, extra, tolerate=None) -> tuple[list[Run], dict
     check_out_root(Path(args.out_root))
     if args.executor == "local":
         print(f"runs: {said}")
-        failures = run_all(todo, args.launcher, extra, placed, args.progress_every, threads)
+        failures = run_all(todo, args.launcher, extra, placed, args.progress_every, threads, after)
     else:
-        failures = submit_all(todo, args, extra)
+        failures, batch = {}, todo
+        while batch:
+            failures.update(submit_all(batch, args, extra))
+            batch = [x for r, _ in batch if r.status() == "finished" for x in (after(r) if after else [])]
     finished = [r for r in runs if r.status() == "finished"]
     failed = {n: e for n, (code, e) in failures.items() if code != tolerate}
     print(f"\n{len(finished)} of {len(runs)} runs finished, {len(failed)} failed this time")
