@@ -479,6 +479,9 @@ def test_a_screen_compared_with_another_baseline_is_another_screen(tmp_path, cap
     screen_main([*command, f"--out_root={root}", "--dry_run"])  # the same screen: its baseline the first arm
     message = error_of([*command, f"--out_root={root}", "--baseline=nlq", "--dry_run"], main=screen_main)
     assert "holds another screen (its baseline differ" in message
+    (root / "screen_plan.json").write_text(json.dumps(plan | {"continue_to": 3}))
+    message = error_of([*command, f"--out_root={root}", "--continue_to=5", "--dry_run"], main=screen_main)
+    assert "holds another screen (its continue_to differ" in message  # its runs carried on to 3x, not 5x
 
 
 def test_an_out_root_holding_another_screen_is_refused_even_in_a_dry_run(tmp_path, capsys):

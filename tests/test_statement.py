@@ -59,12 +59,14 @@ def test_a_stated_screen_runs_its_seeds_for_every_arm_and_setting_and_adds_none(
             "comparison nlq:mq:tokens: name an arm compared (nlq), a setting it runs (mq-n_embd=8",
         ),
         ({"ladder": 8}, "ladder must be a non-empty str"),
+        ({"continue_to": 0}, "continue_to=0: a whole multiple of the budget, 1 up"),
+        ({"continue_to": "5"}, "continue_to must be a non-empty int"),
     ],
 )
 def test_a_statement_the_screen_cannot_run_is_one_line_before_any_run(tmp_path, changes, words):
     path = write(tmp_path, **changes)
     if "extra" not in changes:
-        assert set(json.loads(path.read_text())) - {"ladder"} == set(statement.FIELDS)
+        assert set(json.loads(path.read_text())) - set(statement.OPTIONAL) == set(statement.FIELDS)
     assert words in error_of([f"--statement={path}", f"--out_root={tmp_path / 'R'}"], main=screen_main)
     assert not (tmp_path / "R").exists()
 
@@ -80,13 +82,24 @@ def test_a_stated_ladder_runs_every_setting_at_each_size_and_its_comparisons_nam
     assert "--ladder: the statement" in error_of([f"--statement={path}", "--ladder=n_embd=8,16"], main=screen_main)
 
 
+def test_a_stated_multiple_carries_the_short_runs_on_and_the_default_is_three(tmp_path, capsys):
+    """continue_to, where stated, is the multiple every short stage-2 run carries on to; unstated, 3 (the
+    screen's default), and --continue_to beside a statement is refused (above)."""
+    for stated, said in (({"continue_to": 5}, 5), ({}, 3)):
+        (tmp_path / f"c{said}").mkdir()  # each in a results/ of its own: their seeds are the same
+        path = write(tmp_path / f"c{said}", **stated)
+        screen_main([f"--statement={path}", f"--out_root={tmp_path / f'R{said}'}", "--dry_run"])
+        assert f"continuations (--continue_to={said}): each stage-2 run short" in capsys.readouterr().out
+
+
 def test_seeds_a_recorded_screen_used_are_refused_and_options_that_would_change_it_too(tmp_path):
     write(tmp_path, "earlier", seeds=[90, 102], tune_seeds=[89])
     path = write(tmp_path)
     message = error_of([f"--statement={path}", f"--out_root={tmp_path / 'R'}"], main=screen_main)
     assert f"seed 102 was used by {tmp_path / 'results' / 'earlier' / 'statement.json'}" in message
     path = write(tmp_path, seeds=[201, 202])
-    for option in ("--seeds=5,6", "--max_extra_seeds=2", "--baseline=nlq", "--settings=mq", "--overall=mq"):
+    for option in ("--seeds=5,6", "--max_extra_seeds=2", "--baseline=nlq", "--settings=mq", "--overall=mq",
+                   "--continue_to=5"):  # fmt: skip
         name = option.split("=")[0]
         assert f"{name}: the statement {path} sets it" in error_of([f"--statement={path}", option], main=screen_main)
     arms = tiny_screen(tmp_path)[:2]

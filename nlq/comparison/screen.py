@@ -312,6 +312,7 @@ def same_screen(out_root: Path, settings, args, grid, extra) -> dict:
         "tune_seeds": args.tune_seeds,
         "seeds": args.seeds,
         "options": extra,
+        "continue_to": args.continue_to,  # runs carried on to another multiple would read tokens on another scale
         "settings": {s.name: screening.json_ready(s) for s in settings},
     }
     file = out_root / "screen_plan.json"
@@ -321,7 +322,9 @@ def same_screen(out_root: Path, settings, args, grid, extra) -> dict:
         raise UserError(f"{file} cannot be read ({e}): use another --out_root, or remove that file") from None
     if isinstance(held, dict):
         held.setdefault("baseline", next(iter(held.get("arms") or {}), None))  # before --baseline: the first arm
-        differ = [k for k in ("arms", "baseline", "grid", "tune_seeds", "seeds", "options") if held.get(k) != plan[k]]
+        held.setdefault("continue_to", plan["continue_to"])  # a plan from before it was kept says nothing of it
+        keys = ("arms", "baseline", "grid", "tune_seeds", "seeds", "options", "continue_to")
+        differ = [k for k in keys if held.get(k) != plan[k]]
         theirs = held.get("settings") if isinstance(held.get("settings"), dict) else {}
         differ += [f"setting {n}" for n, v in plan["settings"].items() if n in theirs and theirs[n] != v]
         if differ:

@@ -10,6 +10,9 @@ alpha), and everything else is reported, not called.
      "tune_seeds": [100], "seeds": [101, 102, ...], "alpha": 0.05,
      "stage1": "tuned again on tune seed 100: why, in words"}
 
+and, where stated, "ladder" (the model sizes, screen.py's --ladder) and "continue_to" (the multiple of its budget
+a short stage-2 run carries on to; 3 unstated).
+
 A comparison is ARM:SETTING:MEASURE (power.py's): accuracy at the budget, called on its paired t-test in points,
 or a cost to the midpoint (tokens, flops, seconds, priced), called on the paired t-test of its log ratios; one
 whose pairs hold a bound (a run that never reached the midpoint) is not called. The seeds come from power.py.
@@ -26,10 +29,12 @@ from nlq.comparison.stats import holm
 
 FIELDS = {"arms": list, "baseline": str, "screen": str, "settings": list, "comparisons": list,
           "tune_seeds": list, "seeds": list, "alpha": float, "stage1": str}  # fmt: skip
-OPTIONAL = {"ladder": str}  # the model sizes every setting runs at (screen.py --ladder), its settings NAME-KEY=V
+# the model sizes every setting runs at (screen.py --ladder), its settings NAME-KEY=V; the multiple of its budget
+# a stage-2 run short of the midpoint carries on to (screen.py --continue_to, 3 when not stated)
+OPTIONAL = {"ladder": str, "continue_to": int}
 # screen.py's options a statement sets: given beside it, they would change what was stated
 SET_BY_IT = {"baseline": None, "screen": "default", "settings": None, "overall": None, "tune_seeds": "1",
-             "seeds": "2,3,4", "max_extra_seeds": 5, "grid": None, "ladder": None}  # fmt: skip
+             "seeds": "2,3,4", "max_extra_seeds": 5, "grid": None, "ladder": None, "continue_to": 3}  # fmt: skip
 
 
 class StatementError(UserError):
@@ -49,6 +54,7 @@ class Statement:
     alpha: float
     stage1: str
     ladder: str | None = None
+    continue_to: int = SET_BY_IT["continue_to"]
 
 
 def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
@@ -89,6 +95,8 @@ def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
         raise StatementError(f"--statement={path}: {e}") from None
     check_comparisons(s, [a for a in arms if a != s.baseline], run)
     check_seeds(s, check_spent)
+    if isinstance(s.continue_to, bool) or s.continue_to < 1:
+        raise StatementError(f"--statement={path}: continue_to={s.continue_to}: a whole multiple of the budget, 1 up")
     if not 0 < s.alpha < 1:
         raise StatementError(f"--statement={path}: alpha={s.alpha}: give the family's level, between 0 and 1")
     return s
@@ -154,7 +162,7 @@ def apply(s: Statement, args) -> None:
     if args.arms:
         raise StatementError(f"{args.arms[0]}: the statement {s.path} names the arms; give no config files beside it")
     args.arms, args.baseline, args.screen = list(s.arms), s.baseline, s.screen
-    args.settings, args.overall, args.ladder = ",".join(s.settings), None, s.ladder
+    args.settings, args.overall, args.ladder, args.continue_to = ",".join(s.settings), None, s.ladder, s.continue_to
     args.tune_seeds, args.seeds = ",".join(map(str, s.tune_seeds)), ",".join(map(str, s.seeds))
     args.max_extra_seeds = 0  # no seed added by any rule: the stated seeds are every seed
 
