@@ -876,7 +876,7 @@ def recorded_screen(tmp_path, monkeypatch, finished: set, short: set, never=()):
     runs = [Planned(a, s, "c.py", out_root / "mq" / f"{a}-s{s}", 4) for s in (2, 3) for a in ("base", "nlq")]
     args = SimpleNamespace(continue_to=3)
     try:
-        screen_lib.run_recorded(runs, [], {"mq": out_root / "data" / "mq"}, args, keep, "stage-2")
+        screen_lib.run_recorded(runs, {"mq": out_root / "data" / "mq"}, args, keep, "stage-2")
     except UserError as e:
         events.append(("error", str(e)))
     return events, runs

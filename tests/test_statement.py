@@ -137,9 +137,9 @@ def test_a_stated_screen_end_to_end_answers_what_was_stated_first_and_keeps_its_
     everything reported; every arm ran exactly the stated seeds on every setting. Its records rebuild the report
     byte for byte, and on another machine (another --out_root, the first one gone) the same command runs nothing
     and writes the same page."""
-    path = write(tmp_path, comparisons=["nlq:mq:accuracy", "nlq:mq32:accuracy"])
+    path = write(tmp_path, comparisons=["nlq:mq:accuracy", "nlq:mq32:accuracy"], continue_to=1)
     root, folder = tmp_path / "R", path.parent
-    screen_main([f"--statement={path}", f"--out_root={root}", "--continue_to=1"])
+    screen_main([f"--statement={path}", f"--out_root={root}"])
     report = json.loads((folder / "screen.json").read_text())
     ps = [report["settings"][s]["arms"]["nlq"]["p"] for s in ("mq", "mq32")]
     known = sorted(p for p in ps if p is not None)  # a p the runs cannot give (no spread) stays None
@@ -161,5 +161,5 @@ def test_a_stated_screen_end_to_end_answers_what_was_stated_first_and_keeps_its_
     assert (tmp_path / "rebuilt" / "screen.md").read_text() == page
     subprocess.run(["rm", "-rf", str(root)])
     capsys.readouterr()
-    screen_main([f"--statement={path}", f"--out_root={tmp_path / 'elsewhere'}", "--continue_to=1"])
+    screen_main([f"--statement={path}", f"--out_root={tmp_path / 'elsewhere'}"])
     assert "start  " not in capsys.readouterr().out and (folder / "screen.md").read_text() == page

@@ -124,11 +124,11 @@ def screen(args, extra) -> None:
     started = time.time()
     run_stage1(stage1, args, keep)
     stage2 = [r for s in settings for r in chosen_runs(s, stage1, data[s.name], args, seeds, extra, keys, keep)]
-    run_recorded(stage2, settings, data, args, keep, "stage-2")
+    run_recorded(stage2, data, args, keep, "stage-2")
     for target in screening.seed_rounds(len(seeds), len(fresh)):
         asked = seeds + fresh[: target - len(seeds)]
         added = more_seeds(settings, stage1, stage2, asked, data, args, extra, keys, keep)
-        run_recorded(added, settings, data, args, keep, "extra-seed")
+        run_recorded(added, data, args, keep, "extra-seed")
         stage2 += added
     inputs = report_inputs(settings, stage1 + stage2, keys, data, args)
     atomic_write_json(folder / "report_inputs.json", inputs, indent=1)
@@ -221,7 +221,7 @@ def run_stage1(stage1, args, keep) -> None:
         raise UserError("stage 1 is not complete (above): run the same command again; stage 2 starts after it")
 
 
-def run_recorded(runs, settings, data, args, keep, which: str) -> None:
+def run_recorded(runs, data, args, keep, which: str) -> None:
     """The runs not recorded, side by side, each carried on right after it where short of the midpoint, and
     the arms of one seed of one setting recorded as soon as the last of them (continuations included) has
     finished: a screen stopped keeps every pair it finished, and no slot waits for another run's continuation."""

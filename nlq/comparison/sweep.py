@@ -257,12 +257,15 @@ def run_all(
     taken = [0]  # runs taken from work so far, follow-ups included
 
     def take():
-        """The next (run, state), None when nothing is left, or () while only a running run may add more."""
+        """The next (run, state), counted as running at once (so no other worker sees nothing running and
+        leaves), None when nothing is left, or () while only a running run may add more."""
         with lock:
-            if work:
-                taken[0] += 1
-                return work.popleft()
-            return () if running else None
+            if not work:
+                return () if running else None
+            taken[0] += 1
+            r, state = work.popleft()
+            running[r.out_dir] = (r, time.monotonic())
+            return r, state
 
     def follow(r) -> tuple[int, str | None]:
         """Put r's follow-ups first in line: (0, None), or (1, the error) if after(r) failed, as r's failure
@@ -283,8 +286,6 @@ def run_all(
                 continue
             r, state = item
             print(f"start {describe(r)} ({state})" + (f" on GPU {gpu}" if gpu is not None else ""))
-            with lock:
-                running[r.out_dir] = (r, time.monotonic())
             try:
                 code, error = execute(r, launcher, extra, gpu, threads, lambda p, d=r.out_dir: processes.update({d: p}))
             except OSError as e:  # its out_dir or log could not be made: a failure of this run, not a dead thread
