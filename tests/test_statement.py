@@ -61,6 +61,10 @@ def test_a_stated_screen_runs_its_seeds_for_every_arm_and_setting_and_adds_none(
         ({"ladder": 8}, "ladder must be a non-empty str"),
         ({"continue_to": 0}, "continue_to=0: a whole multiple of the budget, 1 up"),
         ({"continue_to": "5"}, "continue_to must be a non-empty int"),
+        ({"grid": []}, "grid must be a non-empty list"),
+        ({"grid": [3]}, 'grid is a list of axes, each "KEY=V1,V2,..." (a string)'),
+        ({"grid": ["lr=1e-3,2e-3"]}, "--grid=lr=1e-3,2e-3: no config has a key 'lr'"),
+        ({"grid": ["learning_rate="]}, "--grid=learning_rate=: give the key's values once each"),
     ],
 )
 def test_a_statement_the_screen_cannot_run_is_one_line_before_any_run(tmp_path, changes, words):
@@ -92,6 +96,19 @@ def test_a_stated_multiple_carries_the_short_runs_on_and_the_default_is_three(tm
         assert f"continuations (--continue_to={said}): each stage-2 run short" in capsys.readouterr().out
 
 
+def test_a_stated_grid_is_stage_ones_and_the_page_names_it(tmp_path, capsys):
+    """A grid stated (three learning rates, where the tiny screen has two) is every point stage 1 runs, for every
+    arm and setting; --grid beside the statement is refused (below)."""
+    path = write(tmp_path, grid=["learning_rate=5e-4,1e-3,2e-3"])
+    screen_main([f"--statement={path}", f"--out_root={tmp_path / 'R'}", "--dry_run"])
+    starts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("start")]
+    assert len(starts) == 2 * 2 * 3
+    for rate in ("5e-4", "1e-3", "2e-3"):
+        assert sum(f"tune-nlq-learning_rate={rate}-s100" in line for line in starts) == 2  # once per setting
+    s = statement.read(path, lambda arms: ["base", "nlq"], lambda screen: ["mq", "mq32"])
+    assert "Stage 1 on the grid learning_rate=5e-4,1e-3,2e-3: tuned again" in statement.markdown(s, [])[2]
+
+
 def test_seeds_a_recorded_screen_used_are_refused_and_options_that_would_change_it_too(tmp_path):
     write(tmp_path, "earlier", seeds=[90, 102], tune_seeds=[89])
     path = write(tmp_path)
@@ -99,7 +116,7 @@ def test_seeds_a_recorded_screen_used_are_refused_and_options_that_would_change_
     assert f"seed 102 was used by {tmp_path / 'results' / 'earlier' / 'statement.json'}" in message
     path = write(tmp_path, seeds=[201, 202])
     for option in ("--seeds=5,6", "--max_extra_seeds=2", "--baseline=nlq", "--settings=mq", "--overall=mq",
-                   "--continue_to=5"):  # fmt: skip
+                   "--continue_to=5", "--grid=learning_rate=1e-3,2e-3"):  # fmt: skip
         name = option.split("=")[0]
         assert f"{name}: the statement {path} sets it" in error_of([f"--statement={path}", option], main=screen_main)
     arms = tiny_screen(tmp_path)[:2]

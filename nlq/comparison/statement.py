@@ -10,8 +10,9 @@ alpha), and everything else is reported, not called.
      "tune_seeds": [100], "seeds": [101, 102, ...], "alpha": 0.05,
      "stage1": "tuned again on tune seed 100: why, in words"}
 
-and, where stated, "ladder" (the model sizes, screen.py's --ladder) and "continue_to" (the multiple of its budget
-a short stage-2 run carries on to; 3 unstated).
+and, where stated, "grid" (stage 1's grid, screen.py's --grid: a list of KEY=V1,V2,...; the screen's own
+unstated), "ladder" (the model sizes, screen.py's --ladder) and "continue_to" (the multiple of its budget a short
+stage-2 run carries on to; 3 unstated).
 
 A comparison is ARM:SETTING:MEASURE (power.py's): accuracy at the budget, called on its paired t-test in points,
 or a cost to the midpoint (tokens, flops, seconds, priced), called on the paired t-test of its log ratios; one
@@ -23,15 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlq.common.errors import UserError
+from nlq.comparison import sweep
 from nlq.comparison.power import MEASURES, Comparison
 from nlq.comparison.screening import TO_MIDPOINT, ladder_names, sooner
 from nlq.comparison.stats import holm
 
 FIELDS = {"arms": list, "baseline": str, "screen": str, "settings": list, "comparisons": list,
           "tune_seeds": list, "seeds": list, "alpha": float, "stage1": str}  # fmt: skip
-# the model sizes every setting runs at (screen.py --ladder), its settings NAME-KEY=V; the multiple of its budget
-# a stage-2 run short of the midpoint carries on to (screen.py --continue_to, 3 when not stated)
-OPTIONAL = {"ladder": str, "continue_to": int}
+# stage 1's grid (screen.py --grid, each axis KEY=V1,V2,...); the model sizes every setting runs at (screen.py
+# --ladder), its settings NAME-KEY=V; the multiple of its budget a stage-2 run short of the midpoint carries on to
+# (screen.py --continue_to, 3 when not stated)
+OPTIONAL = {"grid": list, "ladder": str, "continue_to": int}
 # screen.py's options a statement sets: given beside it, they would change what was stated
 SET_BY_IT = {"baseline": None, "screen": "default", "settings": None, "overall": None, "tune_seeds": "1",
              "seeds": "2,3,4", "max_extra_seeds": 5, "grid": None, "ladder": None, "continue_to": 3}  # fmt: skip
@@ -53,6 +56,7 @@ class Statement:
     seeds: list
     alpha: float
     stage1: str
+    grid: list | None = None
     ladder: str | None = None
     continue_to: int = SET_BY_IT["continue_to"]
 
@@ -79,6 +83,8 @@ def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
         raw[key] = value
     if not all(isinstance(x, str) and x for x in [*raw["arms"], *raw["settings"], *raw["comparisons"]]):
         raise StatementError(f"--statement={path}: arms, settings and comparisons are lists of names (strings)")
+    if not all(isinstance(x, str) for x in raw.get("grid", [])):
+        raise StatementError(f'--statement={path}: grid is a list of axes, each "KEY=V1,V2,..." (a string)')
     s = Statement(path=path, **raw)
     arms = arm_names(s.arms)
     if s.baseline not in arms:
@@ -91,6 +97,7 @@ def read(path, arm_names, setting_names, check_spent: bool = True) -> Statement:
         )
     try:
         run = ladder_names(s.settings, s.ladder)
+        sweep.grid_points(s.grid or [], [])
     except UserError as e:
         raise StatementError(f"--statement={path}: {e}") from None
     check_comparisons(s, [a for a in arms if a != s.baseline], run)
@@ -163,6 +170,7 @@ def apply(s: Statement, args) -> None:
         raise StatementError(f"{args.arms[0]}: the statement {s.path} names the arms; give no config files beside it")
     args.arms, args.baseline, args.screen = list(s.arms), s.baseline, s.screen
     args.settings, args.overall, args.ladder, args.continue_to = ",".join(s.settings), None, s.ladder, s.continue_to
+    args.grid = list(s.grid) if s.grid else None
     args.tune_seeds, args.seeds = ",".join(map(str, s.tune_seeds)), ",".join(map(str, s.seeds))
     args.max_extra_seeds = 0  # no seed added by any rule: the stated seeds are every seed
 
@@ -192,7 +200,9 @@ def markdown(s: Statement, rows: list[dict]) -> list[str]:
     lines = [
         f"## Stated before the run ({Path(s.path).name}, beside this page)",
         "",
-        f"Stage 1: {s.stage1}. Seeds {', '.join(map(str, s.seeds))} for every arm on every setting"
+        "Stage 1"
+        + (f" on the grid {' '.join(s.grid)}" if s.grid else "")
+        + f": {s.stage1}. Seeds {', '.join(map(str, s.seeds))} for every arm on every setting"
         + (f" at every size of the ladder {s.ladder}" if s.ladder else "")
         + "; called where p "
         f"after Holm over the {len(rows)} stated comparisons is below {s.alpha:g}. Everything below this section is "

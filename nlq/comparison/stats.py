@@ -186,6 +186,7 @@ def seeds_for_power(effect: float, sd: float, alpha: float, power: float = 0.8, 
     for n in range(2, most + 1):
         df, shift = n - 1, effect * math.sqrt(n)
         crit = stats.t.ppf(1 - alpha / 2, df)
-        if stats.nct.sf(crit, df, shift) + stats.nct.cdf(-crit, df, shift) >= power:
+        # the lower tail as the upper tail of the mirrored shift: nct.cdf far below its centre gives nan
+        if stats.nct.sf(crit, df, shift) + stats.nct.sf(crit, df, -shift) >= power:
             return n
     return None
